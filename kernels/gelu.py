@@ -1,0 +1,61 @@
+"""GELU, tanh approximation.
+
+    gelu(x) = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+
+Since 0.5 * (1 + tanh(u)) = sigmoid(2u), the kernel computes x / (1 + exp(-2u)): one exp
+and no tanh intrinsic (tanh is a libdevice call on CUDA and absent on some backends), and
+the limits come out as torch's: +inf -> +inf, -inf -> nan, large negative x -> -0.
+
+The launcher caps the grid at the profile's MAX_GRID_NUM and each program walks blocks
+with a grid-stride loop, so any size runs under any grid limit; offsets are int64 so
+tensors over 2^31 elements are addressed correctly.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from triton_cts.launch import check_inputs
+from triton_cts.profiles import Profile
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
+GELU_COEFF = tl.constexpr(0.044715)
+
+
+@triton.jit
+def _gelu_tanh_fwd_kernel(
+    X,                          # pointer to the input, contiguous
+    Y,                          # pointer to the output, contiguous, same dtype
+    n_elements,                 # number of elements in X and Y
+    BLOCK_SIZE: tl.constexpr,   # elements per program and loop step
+    COMPUTE_FP64: tl.constexpr, # float64 inputs are computed in float64, others in float32
+):
+    pid = tl.program_id(0).to(tl.int64)  # int64 loop: offsets past 2^31 stay exact
+    num_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
+    for block in range(pid, num_blocks, tl.num_programs(0)):
+        offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n_elements
+        x = tl.load(X + offs, mask=mask, other=0.0)
+        x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
+        u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
+        y = x / (1.0 + tl.exp(-2.0 * u))
+        tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+def gelu(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """GELU (tanh approximation) of ``x``, any shape; returns a new contiguous tensor."""
+    check_inputs("gelu", profile, DTYPES, x=x)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    if n == 0:
+        return y  # no launch: a zero grid crashes some backends
+    block = profile.elementwise_block(x.dtype, n)
+    grid = (profile.capped_grid(triton.cdiv(n, block)),)
+    _gelu_tanh_fwd_kernel[grid](
+        x, y, n,
+        BLOCK_SIZE=block, COMPUTE_FP64=x.dtype == torch.float64,
+        num_warps=profile.num_warps_for(block),
+    )
+    return y

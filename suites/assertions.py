@@ -1,0 +1,81 @@
+"""Assertions with one message shape: what differs, by how much, against which bound,
+and the command that reproduces it."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from triton_cts.tolerances import tolerance
+
+
+def as_outputs(value) -> tuple:
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    if isinstance(value, Sequence):
+        return tuple(value)
+    raise TypeError(f"an op must return a tensor or a sequence of tensors, got {type(value).__name__}")
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> dict:
+    """Elementwise |out - ref| <= atol + rtol * |ref|; NaN must match NaN, inf must match
+    inf of the same sign. Returns the measured error and the bound, and where it broke."""
+    got = out.detach().to(torch.float64)
+    want = ref.detach().to(torch.float64)
+    nan_ok = torch.isnan(got) == torch.isnan(want)
+    inf_ok = (torch.isinf(want) == torch.isinf(got)) & torch.where(
+        torch.isinf(want), got == want, torch.ones_like(want, dtype=torch.bool))
+    finite = torch.isfinite(want) & torch.isfinite(got)
+    diff = torch.where(finite, (got - want).abs(), torch.zeros_like(want))
+    bound = atol + rtol * want.abs()
+    within = ~finite | (diff <= torch.where(finite, bound, torch.zeros_like(bound)))
+    ok = nan_ok & inf_ok & within
+    worst = None
+    if not bool(ok.all()):
+        excess = torch.where(ok, torch.full_like(diff, -1.0),
+                             torch.where(finite, diff - bound, torch.full_like(diff, float("inf"))))
+        flat = int(torch.argmax(excess.reshape(-1)))
+        worst = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), want.shape)) \
+            if want.dim() else ()
+    return {
+        "max_abs_error": float(diff.max()) if diff.numel() else 0.0,
+        "rtol": rtol, "atol": atol,
+        "mismatched": int((~ok).sum()), "numel": want.numel(), "worst_index": worst,
+    }
+
+
+def assert_matches_reference(target, case, outputs, references, repro: str) -> list[dict]:
+    """Every output within tolerance of its float64 reference; returns one record each."""
+    __tracebackhide__ = True
+    outputs, references = as_outputs(outputs), as_outputs(references)
+    where = (f"{target.op.name}[{target.impl.name}] on {target.profile.name} ({target.mode}), "
+             f"{case.describe()}")
+    if len(outputs) != len(references):
+        raise AssertionError(f"{where}: returned {len(outputs)} outputs, the reference "
+                             f"{len(references)}\nreproduce: {repro}")
+    records = []
+    for i, (out, ref) in enumerate(zip(outputs, references)):
+        name = f"output {i}" if len(outputs) > 1 else "output"
+        if ref is None:
+            continue
+        if not isinstance(out, torch.Tensor):
+            raise AssertionError(f"{where}: {name} is {type(out).__name__}, expected a tensor"
+                                 f"\nreproduce: {repro}")
+        if tuple(out.shape) != tuple(ref.shape):
+            raise AssertionError(f"{where}: {name}.shape={tuple(out.shape)}, but should be "
+                                 f"{tuple(ref.shape)}\nreproduce: {repro}")
+        dtype = out.dtype if out.dtype.is_floating_point else ref.dtype
+        rtol, atol = tolerance(target.op, dtype, target.profile) if out.dtype.is_floating_point \
+            else (0.0, 0.0)
+        rec = compare(out, ref, rtol, atol)
+        rec["output"] = name
+        records.append(rec)
+        if rec["mismatched"]:
+            idx = rec["worst_index"]
+            got, want = out.reshape(out.shape)[idx].item(), ref[idx].item()
+            raise AssertionError(
+                f"{where}: {name} has {rec['mismatched']} of {rec['numel']} elements out of "
+                f"tolerance; worst at index {idx}: out={got!r}, ref={want!r}, "
+                f"|out-ref|={abs(got - want):.3g} > bound atol + rtol*|ref| = "
+                f"{atol:.3g} + {rtol:.3g}*{abs(want):.3g}\nreproduce: {repro}")
+    return records

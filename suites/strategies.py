@@ -1,0 +1,98 @@
+"""Hypothesis strategies: shapes, dtypes and input values for any registered op.
+
+Sizes are bounded by ``TRITON_CTS_MAX_NUMEL`` (read here only) so the interpreter, which
+costs about half a millisecond per program, stays fast.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import torch
+from hypothesis import strategies as st
+
+from triton_cts.profiles import Profile
+from triton_cts.registry import OpSpec
+
+MAX_NUMEL = int(os.environ.get("TRITON_CTS_MAX_NUMEL", 1 << 14))
+
+#: Sizes that break kernels: 1, primes, powers of two and their neighbours.
+INTERESTING_DIMS = (1, 2, 3, 5, 7, 13, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
+                    509, 1000, 1023, 1024, 1025, 4093)
+
+#: Value distributions, each a function (shape, dtype, generator) -> tensor.
+VALUE_KINDS = ("normal", "large_offset", "wide_range", "tiny", "with_specials")
+
+
+def dims(max_size: int = MAX_NUMEL) -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from([d for d in INTERESTING_DIMS if d <= max_size]),
+                     st.integers(1, min(max_size, 300)))
+
+
+@st.composite
+def shapes(draw, op: OpSpec, max_numel: int = MAX_NUMEL) -> tuple[int, ...]:
+    """A shape the op accepts, with at most ``max_numel`` elements; the last dim is the
+    one kernels block over, so it is drawn first and gets most of the budget."""
+    ndim = draw(st.integers(op.min_ndim, min(op.max_ndim, 4)))
+    if ndim == 0:
+        return ()
+    budget = max_numel
+    last = draw(dims(budget))
+    out = [last]
+    budget //= last
+    for _ in range(ndim - 1):
+        d = draw(dims(max(1, budget)))
+        out.insert(0, d)
+        budget = max(1, budget // d)
+    return tuple(out)
+
+
+def make_values(shape, dtype: torch.dtype, kind: str, seed: int) -> torch.Tensor:
+    """Input values of one named distribution, made in float64 then rounded to ``dtype``."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if kind == "large_offset":    # mean >> spread: catastrophic cancellation in E[x^2]-E[x]^2
+        x = 1e3 * (1 + 9 * torch.rand((), generator=gen, dtype=torch.float64)) + x * 1e-1
+    elif kind == "wide_range":    # magnitudes from 1e-4 to 1e4
+        x = x * torch.pow(10.0, torch.empty(shape, dtype=torch.float64).uniform_(-4, 4, generator=gen))
+    elif kind == "tiny":          # near the dtype's smallest normal, subnormals included
+        x = x * torch.finfo(dtype).tiny * 4
+    elif kind == "with_specials": # a few inf, -inf and NaN among normal values
+        flat = x.reshape(-1)
+        if flat.numel():
+            idx = torch.randint(0, flat.numel(), (3,), generator=gen)
+            flat[idx[0]], flat[idx[1]], flat[idx[2]] = float("inf"), float("-inf"), float("nan")
+    elif kind != "normal":
+        raise ValueError(f"unknown value kind '{kind}'; known: {VALUE_KINDS}")
+    if not dtype.is_floating_point:
+        info = torch.iinfo(dtype)
+        return (x * 100).round().clamp(info.min, info.max).to(dtype)
+    finfo = torch.finfo(dtype)
+    return x.clamp(-finfo.max, finfo.max).to(dtype) if kind != "with_specials" else x.to(dtype)
+
+
+class Case(NamedTuple):
+    """One drawn input: enough to rebuild it exactly."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    kind: str
+    seed: int
+    args: tuple
+    kwargs: dict
+
+    def describe(self) -> str:
+        return (f"{str(self.dtype).removeprefix('torch.')}, shape {self.shape}, values "
+                f"'{self.kind}', seed {self.seed}")
+
+
+@st.composite
+def cases(draw, op: OpSpec, profile: Profile, max_numel: int = MAX_NUMEL) -> Case:
+    dtypes = op.supported_dtypes(profile)
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(shapes(op, max_numel))
+    kind = draw(st.sampled_from(VALUE_KINDS))
+    seed = draw(st.integers(0, 2**31 - 1))
+    x = make_values(shape, dtype, kind, seed)
+    args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
+    return Case(shape, dtype, kind, seed, args, kwargs)

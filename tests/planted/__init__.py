@@ -1,0 +1,1 @@
+"""Planted faulty implementations: each must make a suite fail."""

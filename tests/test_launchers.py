@@ -1,0 +1,58 @@
+"""Launcher contract, shown on GELU: input errors, empty inputs, strides, grid caps, and
+interpreter and compile modes sharing one process."""
+import pytest
+import torch
+
+from kernels.gelu import gelu
+from triton_cts.cross_compile import compile_launch
+from triton_cts.launch import UnsupportedDtypeError, WrongDeviceError
+from triton_cts.launches import interpreted, record_launches
+from triton_cts.modes import Mode, execute
+from triton_cts.profiles import load_profiles
+
+PROFILES = load_profiles()
+SM90, NPU = PROFILES["nvidia-sm90"], PROFILES["npu-ascend910b"]
+
+
+def reference(x):
+    return torch.nn.functional.gelu(x.double(), approximate="tanh")
+
+
+def test_unsupported_dtypes_name_the_op_and_profile():
+    with interpreted(), pytest.raises(UnsupportedDtypeError, match="gelu: 'x' has dtype torch.int32"):
+        gelu(torch.ones(4, dtype=torch.int32), profile=SM90)
+    with interpreted(), pytest.raises(UnsupportedDtypeError, match="profile 'npu-ascend910b'"):
+        gelu(torch.ones(4, dtype=torch.float64), profile=NPU)
+
+
+def test_cpu_tensors_outside_the_interpreter_are_refused():
+    with pytest.raises(WrongDeviceError, match="inputs are on the CPU"):
+        gelu(torch.ones(4), profile=SM90)
+    with pytest.raises(TypeError, match="must be a torch.Tensor"):
+        gelu([1.0, 2.0], profile=SM90)
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5, 7)])
+def test_empty_inputs_launch_nothing(shape):
+    with interpreted(), record_launches() as log:
+        y = gelu(torch.empty(shape), profile=SM90)
+    assert y.shape == shape and log == []
+
+
+def test_non_contiguous_input_and_grid_stride_cover_every_element():
+    x = torch.randn(64, 200).t()[:, ::3]          # transposed and strided
+    tiny = SM90.derive(**{"launch.max_grid_num": 3, "launch.elementwise_block_bytes": 64})
+    with interpreted(), record_launches() as log:
+        y = gelu(x, profile=tiny)
+    assert [launch.grid for launch in log] == [(3, 1, 1)]   # capped: loops inside
+    torch.testing.assert_close(y.double(), reference(x), rtol=1.3e-6, atol=1e-5)
+
+
+def test_interpreter_and_cross_compile_share_one_process():
+    x = torch.randn(5000)
+    for profile in (PROFILES["amd-gfx942"], SM90, PROFILES["amd-gfx942"]):
+        out = execute(gelu, Mode.INTERPRETER, profile, (x,))
+        torch.testing.assert_close(out.double(), reference(x), rtol=1.3e-6, atol=1e-5)
+        (launch,) = execute(gelu, Mode.COMPILE, profile, (x,))
+        stats = compile_launch(launch, profile)
+        assert stats.violations == [] and stats.threads_per_block <= 1024

@@ -1,0 +1,124 @@
+"""Profile loading, validation errors and the helpers launchers use."""
+import copy
+import re
+
+import pytest
+import torch
+
+from tests.helpers import bundled_profile_data, write_toml
+from triton_cts.profiles import ProfileError, load_profile, load_profiles, profile_from_dict
+
+REQUIRED_PROFILES = {"nvidia-sm80", "nvidia-sm90", "amd-gfx90a", "amd-gfx942", "amd-gfx1100",
+                     "npu-ascend910b"}
+
+
+def test_bundled_profiles_load_and_cover_required_targets():
+    profiles = load_profiles()
+    assert REQUIRED_PROFILES <= set(profiles)
+    assert {p.vendor for p in profiles.values()} == {"nvidia", "rocm", "npu"}
+
+
+def test_every_number_in_bundled_profiles_names_its_source():
+    from triton_cts import PROFILE_DIR
+    for path in PROFILE_DIR.glob("*.toml"):
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            value = re.sub(r'"[^"]*"', "", code.split("=", 1)[1]) if "=" in code else ""
+            if any(ch.isdigit() for ch in value):
+                assert "#" in line, f"{path.name}:{lineno}: number without a source comment"
+
+
+def _mutate(tmp_path, change, name="nvidia-sm90"):
+    data = copy.deepcopy(bundled_profile_data(name))
+    change(data)
+    return write_toml(tmp_path / f"{data.get('name', name)}.toml", data)
+
+
+@pytest.mark.parametrize("change, field, expected", [
+    (lambda d: d["limits"].update(bogus=1), "limits.bogus", "unknown field"),
+    (lambda d: d["limits"].pop("compute_units"), "limits.compute_units", "missing"),
+    (lambda d: d["limits"].update(compute_units="132"), "limits.compute_units",
+     "got str '132'"),
+    (lambda d: d["target"].update(warp_size=48), "target.warp_size", "power of two"),
+    (lambda d: d.update(vendor="intel"), "vendor", "one of ('nvidia', 'rocm', 'npu')"),
+    (lambda d: d["limits"].update(max_num_warps=64), "limits.max_num_warps",
+     "max_num_warps * warp_size = 64 * 32 exceeds max_threads_per_block = 1024"),
+    (lambda d: d["limits"].update(grid_max=[1, 2]), "limits.grid_max", "a list of 3"),
+    (lambda d: d["launch"].update(num_warps_by_block=[[8192, 16], [2048, 8]]),
+     "launch.num_warps_by_block[1]", "ascending"),
+    (lambda d: d["atomics"].update(add=["float8_e5m2", "complex64"]), "atomics.add",
+     "a list of dtype names"),
+    (lambda d: d["launch"].update(max_grid_num=2**40), "launch.max_grid_num", "exceeds"),
+    (lambda d: d["target"].update(backend="hip"), "target.backend", "needs backend 'cuda'"),
+    (lambda d: d.pop("io"), "io", "missing table"),
+])
+def test_invalid_profile_names_file_field_and_expectation(tmp_path, change, field, expected):
+    path = _mutate(tmp_path, change)
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    err = info.value
+    assert err.field == field
+    assert expected in err.message
+    assert str(path) in str(err)
+
+
+def test_name_must_match_file_stem(tmp_path):
+    path = write_toml(tmp_path / "other-name.toml", bundled_profile_data())
+    with pytest.raises(ProfileError, match="expected the file's stem 'other-name'"):
+        load_profile(path)
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    with pytest.raises(ProfileError, match="cannot read file"):
+        load_profile(tmp_path / "missing.toml")
+    bad = tmp_path / "broken.toml"
+    bad.write_text("name = \n")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile(bad)
+
+
+def test_profile_dir_adds_profiles_and_refuses_duplicates(tmp_path):
+    data = bundled_profile_data("amd-gfx942")
+    data["name"] = "amd-gfx950"
+    data["target"]["arch"] = "gfx950"
+    data["limits"]["shared_memory_per_block"] = 163840
+    write_toml(tmp_path / "amd-gfx950.toml", data)
+    profiles = load_profiles([tmp_path])
+    assert profiles["amd-gfx950"]["limits.shared_memory_per_block"] == 163840
+    write_toml(tmp_path / "nvidia-sm90.toml", bundled_profile_data())
+    with pytest.raises(ProfileError, match="already defined"):
+        load_profiles([tmp_path])
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_profiles([tmp_path / "nope"])
+
+
+def test_helpers_read_the_profile():
+    profiles = load_profiles()
+    sm90, gfx942, npu = profiles["nvidia-sm90"], profiles["amd-gfx942"], profiles["npu-ascend910b"]
+    assert sm90.max_fused_elements(torch.float32) == 65536 // 4
+    assert sm90.max_fused_elements(torch.bfloat16) == 65536 // 2
+    assert npu.max_fused_elements(torch.float32) == 32768 // 4
+    assert sm90.num_warps_for(64) == 4 and sm90.num_warps_for(32768) == 32
+    assert gfx942.num_warps_for(32768) == 16          # wave64: at most 16 warps
+    assert sm90.capped_grid(10**9) == 65535 and sm90.capped_grid(0) == 1
+    assert npu.capped_grid(1000) == 40
+    assert npu.select_loads and npu.slice_broadcast and not sm90.select_loads
+    assert not npu.supports_dtype(torch.float64) and sm90.supports_dtype(torch.float64)
+    assert not sm90.supports_atomic("max", torch.float16)
+    assert sm90.elementwise_block(torch.float32, 10) == 16
+
+
+def test_derive_validates_like_a_file():
+    sm90 = load_profiles()["nvidia-sm90"]
+    small = sm90.derive(**{"launch.max_grid_num": 2, "launch.max_fused_size_bytes": 256})
+    assert small.capped_grid(100) == 2 and small.max_fused_elements(torch.float32) == 64
+    assert sm90.capped_grid(100) == 100  # the original is untouched
+    with pytest.raises(ProfileError, match="max_num_warps"):
+        sm90.derive(**{"limits.max_num_warps": 64})
+    with pytest.raises(ProfileError, match="unknown field"):
+        sm90.derive(**{"launch.no_such_field": 1})
+
+
+def test_profile_from_dict_rejects_non_table():
+    with pytest.raises(ProfileError, match="expected a table"):
+        profile_from_dict({**bundled_profile_data(), "limits": 3})

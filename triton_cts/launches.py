@@ -1,0 +1,151 @@
+"""Observe kernel launches in every mode, and route JIT kernels to the interpreter.
+
+Triton fixes a kernel's mode when ``@triton.jit`` runs (``TRITON_INTERPRET`` at import),
+so one process could not serve both compile and interpreter checks. This module patches
+``JITFunction`` once: while Triton's interpreter knob is on (``interpreted()``), a JIT
+kernel's launch and a JIT helper's call (``tl.cdiv``, ``tl.sum``, a kernel's own helpers)
+go through an ``InterpretedFunction`` of the same Python function; with the knob off they
+compile as usual. Any implementation, ours or a third party's, runs in both modes from
+one import.
+
+``record_launches`` wraps ``run`` of ``JITFunction`` and ``InterpretedFunction`` (the one
+path every ``kernel[grid](...)`` call takes, autotuned and heuristic kernels included)
+and records the kernel, its arguments and the grid, a callable grid evaluated on the
+bound arguments as Triton does. ``capture_launches`` records the same without launching:
+compile mode uses it to learn the exact specializations a launcher produces.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from triton import knobs
+from triton.runtime.errors import InterpreterError
+from triton.runtime.interpreter import InterpretedFunction, _patch_lang
+from triton.runtime.jit import JITFunction
+
+
+@dataclass
+class Launch:
+    kernel: Any                     # the JITFunction / InterpretedFunction
+    args: tuple
+    kwargs: dict
+    grid: tuple[int, int, int] = (1, 1, 1)
+    launched: bool = field(default=True)
+
+    @property
+    def name(self) -> str:
+        fn = getattr(self.kernel, "fn", None)
+        return getattr(fn, "__name__", repr(self.kernel))
+
+
+def _grid_of(kernel, args, kwargs, grid) -> tuple[int, int, int]:
+    if callable(grid):
+        sig = inspect.signature(kernel.fn)
+        bound = sig.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
+        bound.apply_defaults()
+        meta = dict(bound.arguments)
+        meta.update(kwargs)
+        grid = grid(meta)
+    dims = [int(g) for g in grid]
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"grid {tuple(grid)!r} of {getattr(kernel, 'fn', kernel)!r} must have 1 to 3 dims")
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
+_active: list[list[Launch]] = []
+_capturing = False
+
+
+_interpreted_twins: dict[int, InterpretedFunction] = {}
+
+
+def _twin(jit_fn: JITFunction) -> InterpretedFunction:
+    """The interpreted counterpart of a JIT function (cached)."""
+    twin = _interpreted_twins.get(id(jit_fn))
+    if twin is None:
+        twin = _interpreted_twins[id(jit_fn)] = InterpretedFunction(jit_fn.fn)
+    return twin
+
+
+def _make_run(original, cls):
+    def run(self, *args, grid, warmup, **kwargs):
+        if _active and not warmup:
+            launch = Launch(self, args, dict(kwargs), _grid_of(self, args, kwargs, grid),
+                            launched=not _capturing)
+            for log in _active:
+                log.append(launch)
+        if _capturing:
+            return None
+        if cls is JITFunction and knobs.runtime.interpret:
+            return _ORIGINAL_RUN[InterpretedFunction](_twin(self), *args, grid=grid,
+                                                      warmup=warmup, **kwargs)
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+    return functools.wraps(original)(run)
+
+
+def _make_call(original):
+    def __call__(self, *args, **kwargs):
+        if not knobs.runtime.interpret:
+            return original(self, *args, **kwargs)
+        # InterpretedFunction.__call__ patches triton.language for the interpreter and
+        # never restores it, which breaks later compiles in this process: restore here.
+        twin = _twin(self)
+        scope = _patch_lang(twin.fn)
+        try:
+            return twin.rewrite()(*args, **kwargs)
+        except Exception as exc:
+            raise InterpreterError(repr(exc)) from exc
+        finally:
+            scope.restore()
+    return functools.wraps(original)(__call__)
+
+
+_ORIGINAL_RUN = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
+if not getattr(JITFunction.run, "_triton_cts_patched", False):
+    for _cls, _orig in _ORIGINAL_RUN.items():
+        _cls.run = _make_run(_orig, _cls)
+        _cls.run._triton_cts_patched = True
+    JITFunction.__call__ = _make_call(JITFunction.__call__)
+
+
+@contextlib.contextmanager
+def interpreted(on: bool = True):
+    """Run every Triton kernel launched inside the block under the interpreter."""
+    old = knobs.runtime.interpret
+    knobs.runtime.interpret = on
+    try:
+        yield
+    finally:
+        knobs.runtime.interpret = old
+
+
+@contextlib.contextmanager
+def record_launches():
+    """Collect every launch made inside the block (launches still run)."""
+    log: list[Launch] = []
+    _active.append(log)
+    try:
+        yield log
+    finally:
+        _active.remove(log)
+
+
+@contextlib.contextmanager
+def capture_launches():
+    """Collect every launch made inside the block without running any kernel."""
+    global _capturing
+    previous = _capturing
+    _capturing = True
+    try:
+        with record_launches() as log:
+            yield log
+    finally:
+        _capturing = previous
+
+
+def capturing() -> bool:
+    return _capturing

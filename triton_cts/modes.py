@@ -1,0 +1,113 @@
+"""Execution modes and what this machine can run.
+
+- ``device``: the implementation runs on the attached accelerator through torch.
+- ``interpreter``: kernels run on the CPU under ``TRITON_INTERPRET`` semantics while the
+  launcher reads the profile's constants (grid caps, block sizes, IO strategy).
+- ``compile``: the launcher runs with launches captured, and each captured launch is
+  cross-compiled for the profile's target (no hardware needed).
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any, Callable
+
+import torch
+
+from triton_cts import launches
+from triton_cts.profiles import Profile
+
+
+class Mode(str, enum.Enum):
+    DEVICE = "device"
+    INTERPRETER = "interpreter"
+    COMPILE = "compile"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MODE_CHOICES = ("auto", *(m.value for m in Mode))
+
+
+class NotSupported(Exception):
+    """A check cannot run here (absent hardware, toolchain, mode or dtype); carries why."""
+
+
+def parse_modes(values: list[str] | None) -> list[Mode]:
+    """``--mode`` values to modes; ``auto`` (the default) is every mode."""
+    values = values or ["auto"]
+    modes: list[Mode] = []
+    for value in values:
+        if value not in MODE_CHOICES:
+            from triton_cts.vendors import UsageError
+            raise UsageError(f"unknown mode '{value}'; choose from {', '.join(MODE_CHOICES)}")
+        for m in (list(Mode) if value == "auto" else [Mode(value)]):
+            if m not in modes:
+                modes.append(m)
+    return modes
+
+
+def _upstream_backends() -> set[str]:
+    try:
+        from triton.backends import backends
+    except ImportError:
+        return set()
+    names = {"nvidia": "cuda", "amd": "hip"}
+    return {names.get(b, b) for b in backends}
+
+
+def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None) -> str | None:
+    """Why ``mode`` cannot run for ``profile`` on this machine, or None if it can."""
+    if mode is Mode.DEVICE:
+        if device_profile is None:
+            return (f"no accelerator attached: device mode needs a {profile.description} "
+                    f"(profile {profile.name})")
+        if device_profile != profile.name:
+            return (f"the attached device runs profile '{device_profile}', not "
+                    f"'{profile.name}'")
+        return None
+    if mode is Mode.COMPILE:
+        if profile.backend == "npu":
+            return ("cross-compiling for Ascend needs triton-ascend and bishengir-compile, "
+                    "which upstream Triton does not include")
+        if profile.backend not in _upstream_backends():
+            return f"this Triton build has no '{profile.backend}' backend"
+        return None
+    return None
+
+
+def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dict | None = None,
+            takes_profile: bool = True) -> Any:
+    """Run an implementation (already loaded for ``mode``) on CPU ``args``.
+
+    Returns the outputs on the CPU for device and interpreter modes, and the list of
+    captured :class:`~triton_cts.launches.Launch` records for compile mode.
+    """
+    kwargs = dict(kwargs or {})
+    if takes_profile:
+        kwargs["profile"] = profile
+    if mode is Mode.DEVICE:
+        dev_args = tuple(a.to("cuda") if isinstance(a, torch.Tensor) else a for a in args)
+        out = fn(*dev_args, **kwargs)
+        torch.cuda.synchronize()
+        return _to_cpu(out)
+    if mode is Mode.INTERPRETER:
+        with launches.interpreted():
+            return fn(*args, **kwargs)
+    with launches.capture_launches() as log:
+        fn(*args, **kwargs)
+    return log
+
+
+def _to_cpu(out):
+    if isinstance(out, torch.Tensor):
+        return out.cpu()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_to_cpu(o) for o in out)
+    return out
+
+
+def cpu_tensors_allowed() -> bool:
+    """Launchers accept CPU tensors only while interpreting or capturing for compile."""
+    from triton import knobs
+    return bool(knobs.runtime.interpret) or launches.capturing()
