@@ -58,6 +58,12 @@ class CheckTarget:
     def id(self) -> str:
         return f"{self.op.name}-{self.impl.name}-{self.profile.name}-{self.mode}"
 
+    def __repr__(self) -> str:
+        return f"CheckTarget({self.id})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' falsifying-example printer
+        printer.text(repr(self))
+
 
 @dataclass
 class Selection:

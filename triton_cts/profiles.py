@@ -262,6 +262,12 @@ class Profile:
     source: str
     data: Mapping[str, Any] = field(repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        return f"Profile({self.name})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' falsifying-example printer
+        printer.text(repr(self))
+
     # ---- plain fields -----------------------------------------------------------------
     def __getitem__(self, dotted: str) -> Any:
         """``profile["limits.grid_max"]``: raw access to any field by its dotted path."""
