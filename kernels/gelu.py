@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_cts.launch import check_inputs
+from triton_cts.launch import UnsupportedDtypeError, check_inputs, check_same_shape
 from triton_cts.profiles import Profile
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -43,19 +43,73 @@ def _gelu_tanh_fwd_kernel(
         tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _gelu_tanh_bwd_kernel(
+    DY,                         # pointer to the upstream gradient, contiguous
+    X,                          # pointer to the forward input, contiguous
+    DX,                         # pointer to the input gradient, contiguous
+    n_elements,
+    BLOCK_SIZE: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    # y = x * s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx
+    pid = tl.program_id(0).to(tl.int64)
+    num_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
+    for block in range(pid, num_blocks, tl.num_programs(0)):
+        offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n_elements
+        x = tl.load(X + offs, mask=mask, other=0.0)
+        dy = tl.load(DY + offs, mask=mask, other=0.0)
+        x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
+        dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
+        u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
+        s = 1.0 / (1.0 + tl.exp(-2.0 * u))
+        du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x * x)
+        dx = dy * (s + 2.0 * x * s * (1.0 - s) * du)
+        tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: torch.Tensor):
+    n = out.numel()
+    if n == 0:
+        return  # no launch: a zero grid crashes some backends
+    block = profile.elementwise_block(out.dtype, n)
+    grid = (profile.capped_grid(triton.cdiv(n, block)),)
+    kernel[grid](*tensors, out, n, BLOCK_SIZE=block, COMPUTE_FP64=out.dtype == torch.float64,
+                 num_warps=profile.num_warps_for(block))
+
+
 def gelu(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     """GELU (tanh approximation) of ``x``, any shape; returns a new contiguous tensor."""
     check_inputs("gelu", profile, DTYPES, x=x)
     x = x.contiguous()
     y = torch.empty_like(x)
-    n = x.numel()
-    if n == 0:
-        return y  # no launch: a zero grid crashes some backends
-    block = profile.elementwise_block(x.dtype, n)
-    grid = (profile.capped_grid(triton.cdiv(n, block)),)
-    _gelu_tanh_fwd_kernel[grid](
-        x, y, n,
-        BLOCK_SIZE=block, COMPUTE_FP64=x.dtype == torch.float64,
-        num_warps=profile.num_warps_for(block),
-    )
+    _launch_elementwise(_gelu_tanh_fwd_kernel, profile, y, x)
     return y
+
+
+def gelu_backward(dy: torch.Tensor, x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Gradient of :func:`gelu` at ``x`` for the upstream gradient ``dy``."""
+    check_inputs("gelu_backward", profile, DTYPES, dy=dy, x=x)
+    check_same_shape("gelu_backward", dy=dy, x=x)
+    if dy.dtype != x.dtype:
+        raise UnsupportedDtypeError(f"gelu_backward: dy is {dy.dtype} but x is {x.dtype}")
+    x, dy = x.contiguous(), dy.contiguous()
+    dx = torch.empty_like(x)
+    _launch_elementwise(_gelu_tanh_bwd_kernel, profile, dx, dy, x)
+    return dx
+
+
+class GeluFunction(torch.autograd.Function):
+    """Autograd wrapper, so gradcheck can run through the kernels."""
+
+    @staticmethod
+    def forward(ctx, x, profile):
+        ctx.save_for_backward(x)
+        ctx.profile = profile
+        return gelu(x, profile=profile)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        return gelu_backward(dy, x, profile=ctx.profile), None

@@ -44,12 +44,27 @@ def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> d
     }
 
 
-def assert_matches_reference(target, case, outputs, references, repro: str) -> list[dict]:
-    """Every output within tolerance of its float64 reference; returns one record each."""
+def describe_profile(profile) -> str:
+    """A profile's name, plus the constants that differ when it is a derived one."""
+    if "~" not in profile.name:
+        return profile.name
+    la, io = profile["launch"], profile["io"]
+    return (f"{profile.name} (max_fused_size_bytes={la['max_fused_size_bytes']}, "
+            f"elementwise_block_bytes={la['elementwise_block_bytes']}, max_grid_num="
+            f"{la['max_grid_num']}, compute_units={profile.compute_units}, io.load={io['load']}, "
+            f"io.row_constants={io['row_constants']})")
+
+
+def assert_matches_reference(target, case, outputs, references, repro: str, profile=None,
+                             against: str = "ref", scale: float = 1.0) -> list[dict]:
+    """Every output within tolerance of its reference (the float64 one, or another run's
+    outputs when ``against`` names it, with the bound multiplied by ``scale``); returns one
+    record per output."""
     __tracebackhide__ = True
+    profile = profile or target.profile
     outputs, references = as_outputs(outputs), as_outputs(references)
-    where = (f"{target.op.name}[{target.impl.name}] on {target.profile.name} ({target.mode}), "
-             f"{case.describe()}")
+    where = (f"{target.op.name}[{target.impl.name}] on {describe_profile(profile)} "
+             f"({target.mode}), {case.describe()}")
     if len(outputs) != len(references):
         raise AssertionError(f"{where}: returned {len(outputs)} outputs, the reference "
                              f"{len(references)}\nreproduce: {repro}")
@@ -65,8 +80,9 @@ def assert_matches_reference(target, case, outputs, references, repro: str) -> l
             raise AssertionError(f"{where}: {name}.shape={tuple(out.shape)}, but should be "
                                  f"{tuple(ref.shape)}\nreproduce: {repro}")
         dtype = out.dtype if out.dtype.is_floating_point else ref.dtype
-        rtol, atol = tolerance(target.op, dtype, target.profile) if out.dtype.is_floating_point \
+        rtol, atol = tolerance(target.op, dtype, profile) if out.dtype.is_floating_point \
             else (0.0, 0.0)
+        rtol, atol = rtol * scale, atol * scale
         rec = compare(out, ref, rtol, atol)
         rec["output"] = name
         records.append(rec)
@@ -75,7 +91,7 @@ def assert_matches_reference(target, case, outputs, references, repro: str) -> l
             got, want = out.reshape(out.shape)[idx].item(), ref[idx].item()
             raise AssertionError(
                 f"{where}: {name} has {rec['mismatched']} of {rec['numel']} elements out of "
-                f"tolerance; worst at index {idx}: out={got!r}, ref={want!r}, "
-                f"|out-ref|={abs(got - want):.3g} > bound atol + rtol*|ref| = "
+                f"tolerance; worst at index {idx}: out={got!r}, {against}={want!r}, "
+                f"|out-{against}|={abs(got - want):.3g} > bound atol + rtol*|{against}| = "
                 f"{atol:.3g} + {rtol:.3g}*{abs(want):.3g}\nreproduce: {repro}")
     return records

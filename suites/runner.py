@@ -1,9 +1,98 @@
-"""Run a check target on a drawn case, in its mode."""
+"""Run a check target on a drawn case, in its mode, with poisoned and guarded outputs.
+
+Inside :func:`poisoned_allocations`, every ``torch.empty``-family allocation (how
+launchers allocate outputs) is filled with NaN, or a sentinel for integers, and followed
+by a guard region holding the same poison. An output element the kernel never writes
+stays NaN and fails the comparison; a store past the end of a buffer (an unmasked tail)
+changes the guard and is reported on exit. Buffers made with zeros/full are untouched.
+"""
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
-from triton_cts.modes import execute
+from triton_cts.modes import Mode, execute
+
+GUARD_ELEMENTS = 256
+_INT_SENTINEL = 0x5A5A5A5A5A5A5A5A
+
+
+class OutOfBoundsWrite(AssertionError):
+    """A kernel wrote past the end of a buffer it was given."""
+
+
+def poison_value(dtype: torch.dtype):
+    if dtype.is_floating_point:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    info = torch.iinfo(dtype)
+    return (_INT_SENTINEL % (info.max + 1)) if info.min == 0 else (_INT_SENTINEL % info.max)
+
+
+def _same_as_poison(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype.is_floating_point:
+        return torch.isnan(t)
+    return t == poison_value(t.dtype)
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    guards: list[tuple[torch.Tensor, tuple]] = []
+    originals = {name: getattr(torch, name) for name in ("empty", "empty_like")}
+    original_new_empty = torch.Tensor.new_empty
+
+    def guarded(shape, dtype, device):
+        numel = 1
+        for d in shape:
+            numel *= int(d)
+        buf = originals["empty"](numel + GUARD_ELEMENTS, dtype=dtype, device=device)
+        buf.fill_(poison_value(dtype))
+        guards.append((buf[numel:], tuple(shape)))
+        return buf[:numel].view(shape)
+
+    def _shape(args):
+        if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+            return tuple(args[0])
+        return tuple(args)
+
+    def empty(*args, dtype=None, device=None, layout=None, out=None, memory_format=None,
+              **kw):
+        if out is not None or layout not in (None, torch.strided) or kw.get("requires_grad") \
+                or memory_format not in (None, torch.contiguous_format):
+            return originals["empty"](*args, dtype=dtype, device=device, layout=layout, out=out,
+                                      memory_format=memory_format, **kw)
+        return guarded(_shape(args), dtype or torch.get_default_dtype(),
+                       device or torch.get_default_device())
+
+    def empty_like(t, *, dtype=None, device=None, layout=None, memory_format=None, **kw):
+        dense = t.is_contiguous() or memory_format is torch.contiguous_format
+        if not dense or layout not in (None, torch.strided) or kw.get("requires_grad") \
+                or memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+            out = originals["empty_like"](t, dtype=dtype, device=device, layout=layout,
+                                          memory_format=memory_format, **kw)
+            return out.fill_(poison_value(out.dtype)) if out.numel() else out
+        return guarded(tuple(t.shape), dtype or t.dtype, device or t.device)
+
+    def new_empty(self, *size, dtype=None, device=None, **kw):
+        if kw:
+            return original_new_empty(self, *size, dtype=dtype, device=device, **kw)
+        return guarded(_shape(size), dtype or self.dtype, device or self.device)
+
+    torch.empty, torch.empty_like = empty, empty_like
+    torch.Tensor.new_empty = new_empty
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like = originals["empty"], originals["empty_like"]
+        torch.Tensor.new_empty = original_new_empty
+    for guard, shape in guards:
+        changed = int((~_same_as_poison(guard)).sum())
+        if changed:
+            raise OutOfBoundsWrite(
+                f"a kernel wrote past the end of a {guard.dtype} buffer of shape {shape}: "
+                f"{changed} of the {GUARD_ELEMENTS} guard elements after it changed")
 
 
 def upcast(value):
@@ -19,12 +108,18 @@ def clone_args(args):
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
-def run_target(target, args: tuple, kwargs: dict):
-    """The implementation's outputs (device/interpreter) or captured launches (compile)."""
+def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = True):
+    """The implementation's outputs (device/interpreter) or captured launches (compile).
+    ``profile`` overrides the target's (for derived profiles)."""
     fn = target.impl.load()
-    return execute(fn, target.mode, target.profile, clone_args(args), kwargs,
-                   takes_profile=target.impl.takes_profile(fn))
+    profile = profile or target.profile
+    ctx = poisoned_allocations() if poison and target.mode is not Mode.COMPILE \
+        else contextlib.nullcontext()
+    with ctx:
+        return execute(fn, target.mode, profile, clone_args(args), kwargs,
+                       takes_profile=target.impl.takes_profile(fn))
 
 
 def run_reference(target, args: tuple, kwargs: dict):
-    return target.op.reference(*upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})
+    return target.op.reference(*upcast(clone_args(args)),
+                               **{k: upcast(v) for k, v in kwargs.items()})

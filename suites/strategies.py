@@ -15,6 +15,8 @@ from triton_cts.profiles import Profile
 from triton_cts.registry import OpSpec
 
 MAX_NUMEL = int(os.environ.get("TRITON_CTS_MAX_NUMEL", 1 << 14))
+#: Derived profiles have tiny blocks, so the same tensor takes many more loop steps.
+FUZZ_NUMEL = max(1, MAX_NUMEL // 16)
 
 #: Sizes that break kernels: 1, primes, powers of two and their neighbours.
 INTERESTING_DIMS = (1, 2, 3, 5, 7, 13, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
@@ -96,3 +98,22 @@ def cases(draw, op: OpSpec, profile: Profile, max_numel: int = MAX_NUMEL) -> Cas
     x = make_values(shape, dtype, kind, seed)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
     return Case(shape, dtype, kind, seed, args, kwargs)
+
+
+@st.composite
+def derived_profiles(draw, profile: Profile) -> Profile:
+    """A profile with the real one's target and capabilities but tiny hardware constants,
+    so fallback (row beyond MAX_FUSED_SIZE), multi-row and grid-stride paths run on small
+    tensors: MAX_FUSED_SIZE from 64 bytes, MAX_GRID_NUM from 1, few cores, either IO
+    strategy."""
+    fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
+    return profile.derive(
+        name=f"{profile.name}~fuzzed",
+        **{
+            "launch.max_fused_size_bytes": fused,
+            "launch.elementwise_block_bytes": draw(st.sampled_from([64, 256, 1024])),
+            "launch.max_grid_num": draw(st.integers(1, 8)),
+            "limits.compute_units": draw(st.integers(1, 8)),
+            "io.load": draw(st.sampled_from(["masked", "select"])),
+            "io.row_constants": draw(st.sampled_from(["pointer", "slice_broadcast"])),
+        })

@@ -1,4 +1,6 @@
-"""Numerics: every implementation matches the op's float64 reference within tolerance."""
+"""Numerics: every implementation matches the op's float64 reference within tolerance,
+under the real profiles and under derived profiles with tiny hardware constants, and a
+path chosen by hardware constants does not change the answer."""
 import pytest
 from hypothesis import given, note, strategies as st
 
@@ -8,16 +10,52 @@ from suites import strategies as hh
 from triton_cts.plugin import NOT_SUPPORTED
 
 
+def _draw_case(target, data, profile, max_numel=hh.MAX_NUMEL):
+    if not target.op.supported_dtypes(profile):
+        pytest.skip(NOT_SUPPORTED + f"profile {profile.name} supports none of "
+                                    f"{target.op.name}'s dtypes")
+    case = data.draw(hh.cases(target.op, profile, max_numel), label="case")
+    note(f"case: {case.describe()}")
+    return case
+
+
+def _record(record_property, records, prefix=""):
+    for rec in records:
+        record_property(f"{prefix}{rec['output']} max_abs_error", rec["max_abs_error"])
+        record_property(f"{prefix}{rec['output']} bound", f"rtol={rec['rtol']} atol={rec['atol']}")
+
+
 @pytest.mark.cts_modes("device", "interpreter")
 @given(data=st.data())
 def test_matches_reference(target, data, repro, record_property):
-    if not target.op.supported_dtypes(target.profile):
-        pytest.skip(NOT_SUPPORTED + f"profile {target.profile.name} supports none of "
-                                    f"{target.op.name}'s dtypes")
-    case = data.draw(hh.cases(target.op, target.profile), label="case")
-    note(f"case: {case.describe()}")
+    case = _draw_case(target, data, target.profile)
     out = runner.run_target(target, case.args, case.kwargs)
     ref = runner.run_reference(target, case.args, case.kwargs)
-    records = ah.assert_matches_reference(target, case, out, ref, repro)
-    for rec in records:
-        record_property(f"{rec['output']} max_abs_error", rec["max_abs_error"])
+    _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro))
+
+
+@pytest.mark.cts_modes("device", "interpreter")
+@given(data=st.data())
+def test_matches_reference_under_fuzzed_constants(target, data, repro, record_property):
+    derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
+    note(f"derived profile: {ah.describe_profile(derived)}")
+    case = _draw_case(target, data, derived, hh.FUZZ_NUMEL)
+    out = runner.run_target(target, case.args, case.kwargs, profile=derived)
+    ref = runner.run_reference(target, case.args, case.kwargs)
+    _record(record_property,
+            ah.assert_matches_reference(target, case, out, ref, repro, profile=derived))
+
+
+@pytest.mark.cts_modes("device", "interpreter")
+@given(data=st.data())
+def test_paths_chosen_by_constants_agree(target, data, repro, record_property):
+    """The real profile and a derived one (other block sizes, grid caps, IO strategy) give
+    the same answer within twice the tolerance (each may sit a tolerance from the truth)."""
+    derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
+    note(f"derived profile: {ah.describe_profile(derived)}")
+    case = _draw_case(target, data, target.profile, hh.FUZZ_NUMEL)
+    real = runner.run_target(target, case.args, case.kwargs)
+    other = runner.run_target(target, case.args, case.kwargs, profile=derived)
+    _record(record_property, ah.assert_matches_reference(
+        target, case, other, real, repro, profile=derived,
+        against=f"{target.profile.name} output", scale=2.0), prefix="agreement ")

@@ -43,6 +43,8 @@ class OpSpec:
     #: Other reference-kernel strategies for the same op, name -> "module:function"; each
     #: is registered as implementation "reference/<name>" and checked like the default.
     variants: Mapping[str, str] = field(default_factory=dict)
+    #: Metamorphic relations that hold for the op (names from suites/relations.py).
+    relations: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.name.isidentifier():

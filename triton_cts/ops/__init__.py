@@ -1,4 +1,4 @@
-"""The op database: one module per op family, each defining OpSpec records."""
-from triton_cts.ops.gelu import GELU
+"""The op database: one module per op family, each exporting its OpSpec records as OPS."""
+from triton_cts.ops import gelu
 
-ALL_OPS = (GELU,)
+ALL_OPS = (*gelu.OPS,)

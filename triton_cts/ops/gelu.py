@@ -10,6 +10,14 @@ def reference(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x.double(), approximate="tanh")
 
 
+def reference_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    x = x.double().requires_grad_()
+    with torch.enable_grad():
+        y = torch.nn.functional.gelu(x, approximate="tanh")
+        (dx,) = torch.autograd.grad(y, x, dy.double())
+    return dx
+
+
 GELU = OpSpec(
     name="gelu",
     description="GELU, tanh approximation, forward",
@@ -21,3 +29,17 @@ GELU = OpSpec(
     max_ndim=4,
     compile_shapes=((4096,), (1024, 4096)),
 )
+
+GELU_BACKWARD = OpSpec(
+    name="gelu_backward",
+    description="GELU, tanh approximation, gradient with respect to the input",
+    reference=reference_backward,
+    reference_kernel="kernels.gelu:gelu_backward",
+    dtypes=FLOATS,
+    make_args=lambda x, gen: ((torch.randn(x.shape, generator=gen).to(x.dtype), x), {}),
+    min_ndim=0,
+    max_ndim=4,
+    compile_shapes=((4096,), (1024, 4096)),
+)
+
+OPS = (GELU, GELU_BACKWARD)

@@ -1,0 +1,3 @@
+"""Benchmarks: time, GB/s (or TFLOP/s), % of the profile's peak and of the measured copy
+bandwidth, and speedup over torch eager, for the reference kernels. Run with
+``python -m benchmarks`` on a machine with an accelerator."""

@@ -1,0 +1,81 @@
+"""What each benchmark runs: our launcher, the torch eager equivalent, and the bytes or
+flops that define its floor. Memory-bound ops count one read of every input and one write
+of every output; anything else a kernel moves is overhead it should not have."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+MEMORY_SHAPES = ((32768, 1024), (16384, 4096), (4096, 16384), (1024, 65536))
+MATMUL_SIZES = (4096, 8192)
+
+
+@dataclass(frozen=True)
+class Bench:
+    op: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    ours: Callable[[], object]
+    torch_eager: Callable[[], object]
+    bytes: int = 0     # memory-bound: bytes of one read of inputs + one write of outputs
+    flops: int = 0     # compute-bound: floating-point operations
+
+
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def memory_bound(op: str, shape, dtype, profile) -> Bench:
+    from kernels.gelu import gelu
+    from kernels.layer_norm import layer_norm, layer_norm_backward, rms_norm
+    from kernels.softmax import log_softmax, softmax
+
+    m, n = shape
+    x = torch.randn(m, n, device="cuda", dtype=dtype)
+    w = torch.randn(n, device="cuda", dtype=dtype)
+    b = torch.randn(n, device="cuda", dtype=dtype)
+    F = torch.nn.functional
+    if op == "gelu":
+        return Bench(op, shape, dtype, lambda: gelu(x, profile=profile),
+                     lambda: F.gelu(x, approximate="tanh"), _nbytes(x, x))
+    if op == "softmax":
+        return Bench(op, shape, dtype, lambda: softmax(x, profile=profile),
+                     lambda: torch.softmax(x, -1), _nbytes(x, x))
+    if op == "log_softmax":
+        return Bench(op, shape, dtype, lambda: log_softmax(x, profile=profile),
+                     lambda: torch.log_softmax(x, -1), _nbytes(x, x))
+    if op == "layer_norm":
+        return Bench(op, shape, dtype, lambda: layer_norm(x, w, b, 1e-5, profile=profile),
+                     lambda: F.layer_norm(x, (n,), w, b, 1e-5), _nbytes(x, x, w, b))
+    if op == "rms_norm":
+        return Bench(op, shape, dtype, lambda: rms_norm(x, w, 1e-6, profile=profile),
+                     lambda: F.rms_norm(x, (n,), w, 1e-6), _nbytes(x, x, w))
+    if op == "layer_norm_fwd_bwd":
+        dy = torch.randn_like(x)
+        xt = x.detach().clone().requires_grad_()
+        wt = w.detach().clone().requires_grad_()
+        bt = b.detach().clone().requires_grad_()
+
+        def ours():
+            out = layer_norm(x, w, b, 1e-5, profile=profile)
+            return layer_norm_backward(dy, x, w, b, out.mean, out.rstd, profile=profile)
+
+        def eager():
+            y = F.layer_norm(xt, (n,), wt, bt, 1e-5)
+            return torch.autograd.grad(y, (xt, wt, bt), dy)
+        # forward: read x, write y; backward: read dy and x, write dx (weights negligible)
+        return Bench(op, shape, dtype, ours, eager, _nbytes(x) * 5)
+    raise KeyError(op)
+
+
+def matmul(size: int, dtype, profile) -> Bench:
+    from kernels.matmul import matmul as mm
+    a = torch.randn(size, size, device="cuda", dtype=dtype)
+    b = torch.randn(size, size, device="cuda", dtype=dtype)
+    return Bench("matmul", (size, size, size), dtype, lambda: mm(a, b, profile=profile),
+                 lambda: torch.matmul(a, b), flops=2 * size ** 3)
+
+
+MEMORY_OPS = ("gelu", "softmax", "log_softmax", "layer_norm", "rms_norm", "layer_norm_fwd_bwd")
