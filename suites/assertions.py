@@ -95,3 +95,22 @@ def assert_matches_reference(target, case, outputs, references, repro: str, prof
                 f"|out-{against}|={abs(got - want):.3g} > bound atol + rtol*|{against}| = "
                 f"{atol:.3g} + {rtol:.3g}*{abs(want):.3g}\nreproduce: {repro}")
     return records
+
+
+class context:
+    """Adds the check's identity and repro command to any failure raised inside (a guard
+    violation, an exception from the implementation) that does not carry them yet."""
+
+    def __init__(self, target, case, repro: str, profile=None):
+        self.where = (f"{target.op.name}[{target.impl.name}] on "
+                      f"{describe_profile(profile or target.profile)} ({target.mode}), "
+                      f"{case.describe()}")
+        self.repro = repro
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and "reproduce:" not in str(exc):
+            exc.add_note(f"while checking {self.where}\nreproduce: {self.repro}")
+        return False

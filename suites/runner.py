@@ -14,7 +14,10 @@ import torch
 
 from triton_cts.modes import Mode, execute
 
-GUARD_ELEMENTS = 256
+#: Guard after each buffer: at least as long as the buffer and 64 KiB, so a store that
+#: overruns by up to one block (MAX_FUSED_SIZE is at most 64 KiB in every bundled profile)
+#: lands in the guard instead of corrupting other memory.
+GUARD_BYTES = 1 << 16
 _INT_SENTINEL = 0x5A5A5A5A5A5A5A5A
 
 
@@ -47,7 +50,8 @@ def poisoned_allocations():
         numel = 1
         for d in shape:
             numel *= int(d)
-        buf = originals["empty"](numel + GUARD_ELEMENTS, dtype=dtype, device=device)
+        guard = max(numel, GUARD_BYTES // originals["empty"]((), dtype=dtype).element_size())
+        buf = originals["empty"](numel + guard, dtype=dtype, device=device)
         buf.fill_(poison_value(dtype))
         guards.append((buf[numel:], tuple(shape)))
         return buf[:numel].view(shape)
@@ -92,7 +96,7 @@ def poisoned_allocations():
         if changed:
             raise OutOfBoundsWrite(
                 f"a kernel wrote past the end of a {guard.dtype} buffer of shape {shape}: "
-                f"{changed} of the {GUARD_ELEMENTS} guard elements after it changed")
+                f"{changed} of the {guard.numel()} guard elements after it changed")
 
 
 def upcast(value):
@@ -105,7 +109,11 @@ def upcast(value):
 
 
 def clone_args(args):
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    """Copies that keep each tensor's strides, gaps included (``clone`` compacts views
+    with gaps, which would hide a kernel that ignores strides)."""
+    from triton_cts.modes import copy_with_layout
+    return tuple(copy_with_layout(a, a.device) if isinstance(a, torch.Tensor) else a
+                 for a in args)
 
 
 def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = True):

@@ -73,6 +73,27 @@ def make_values(shape, dtype: torch.dtype, kind: str, seed: int) -> torch.Tensor
     return x.clamp(-finfo.max, finfo.max).to(dtype) if kind != "with_specials" else x.to(dtype)
 
 
+#: Memory layouts of the drawn input: the same values, laid out differently.
+LAYOUTS = ("contiguous", "strided", "transposed")
+
+
+def with_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """``x``'s values in a non-contiguous view: every other element of a wider buffer
+    (``strided``) or the transpose of a transposed copy (``transposed``)."""
+    if layout == "contiguous" or x.dim() == 0:
+        return x
+    if layout == "strided":
+        wide = torch.empty((*x.shape[:-1], 2 * x.shape[-1]), dtype=x.dtype)
+        wide[..., ::2] = x
+        wide[..., 1::2] = 7  # a value the op must never see
+        return wide[..., ::2]
+    if layout == "transposed":
+        if x.dim() < 2:
+            return with_layout(x, "strided")
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    raise ValueError(f"unknown layout '{layout}'; known: {LAYOUTS}")
+
+
 class Case(NamedTuple):
     """One drawn input: enough to rebuild it exactly."""
 
@@ -80,12 +101,13 @@ class Case(NamedTuple):
     dtype: torch.dtype
     kind: str
     seed: int
+    layout: str
     args: tuple
     kwargs: dict
 
     def describe(self) -> str:
         return (f"{str(self.dtype).removeprefix('torch.')}, shape {self.shape}, values "
-                f"'{self.kind}', seed {self.seed}")
+                f"'{self.kind}', layout '{self.layout}', seed {self.seed}")
 
 
 @st.composite
@@ -95,9 +117,10 @@ def cases(draw, op: OpSpec, profile: Profile, max_numel: int = MAX_NUMEL) -> Cas
     shape = draw(shapes(op, max_numel))
     kind = draw(st.sampled_from(VALUE_KINDS))
     seed = draw(st.integers(0, 2**31 - 1))
-    x = make_values(shape, dtype, kind, seed)
+    layout = draw(st.sampled_from(LAYOUTS))
+    x = with_layout(make_values(shape, dtype, kind, seed), layout)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
-    return Case(shape, dtype, kind, seed, args, kwargs)
+    return Case(shape, dtype, kind, seed, layout, args, kwargs)
 
 
 @st.composite

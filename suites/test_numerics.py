@@ -29,7 +29,8 @@ def _record(record_property, records, prefix=""):
 @given(data=st.data())
 def test_matches_reference(target, data, repro, record_property):
     case = _draw_case(target, data, target.profile)
-    out = runner.run_target(target, case.args, case.kwargs)
+    with ah.context(target, case, repro):
+        out = runner.run_target(target, case.args, case.kwargs)
     ref = runner.run_reference(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro))
 
@@ -40,7 +41,8 @@ def test_matches_reference_under_fuzzed_constants(target, data, repro, record_pr
     derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
     note(f"derived profile: {ah.describe_profile(derived)}")
     case = _draw_case(target, data, derived, hh.FUZZ_NUMEL)
-    out = runner.run_target(target, case.args, case.kwargs, profile=derived)
+    with ah.context(target, case, repro, derived):
+        out = runner.run_target(target, case.args, case.kwargs, profile=derived)
     ref = runner.run_reference(target, case.args, case.kwargs)
     _record(record_property,
             ah.assert_matches_reference(target, case, out, ref, repro, profile=derived))
@@ -54,8 +56,9 @@ def test_paths_chosen_by_constants_agree(target, data, repro, record_property):
     derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
     note(f"derived profile: {ah.describe_profile(derived)}")
     case = _draw_case(target, data, target.profile, hh.FUZZ_NUMEL)
-    real = runner.run_target(target, case.args, case.kwargs)
-    other = runner.run_target(target, case.args, case.kwargs, profile=derived)
+    with ah.context(target, case, repro, derived):
+        real = runner.run_target(target, case.args, case.kwargs)
+        other = runner.run_target(target, case.args, case.kwargs, profile=derived)
     _record(record_property, ah.assert_matches_reference(
         target, case, other, real, repro, profile=derived,
         against=f"{target.profile.name} output", scale=2.0), prefix="agreement ")

@@ -100,7 +100,8 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
     if takes_profile:
         kwargs["profile"] = profile
     if mode is Mode.DEVICE:
-        dev_args = tuple(a.to("cuda") if isinstance(a, torch.Tensor) else a for a in args)
+        dev_args = tuple(copy_with_layout(a, "cuda") if isinstance(a, torch.Tensor) else a
+                         for a in args)
         out = fn(*dev_args, **kwargs)
         torch.cuda.synchronize()
         return _to_cpu(out)
@@ -110,6 +111,14 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
     with launches.capture_launches() as log:
         fn(*args, **kwargs)
     return log
+
+
+def copy_with_layout(t: torch.Tensor, device) -> torch.Tensor:
+    """A copy of ``t`` on ``device`` with the same sizes and strides (``.to`` and ``clone``
+    compact a view with gaps into a contiguous tensor)."""
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
+    out.copy_(t)
+    return out
 
 
 def _to_cpu(out):

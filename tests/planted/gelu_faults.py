@@ -38,3 +38,32 @@ def gelu_too_many_warps(x, *, profile):
             x, y, x.numel(), BLOCK_SIZE=block, COMPUTE_FP64=x.dtype == torch.float64,
             num_warps=32)
     return y
+
+
+@triton.jit
+def _gelu_unmasked_store_kernel(X, Y, n_elements, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    x = tl.load(X + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    tl.store(Y + offs, (x / (1.0 + tl.exp(-2.0 * u))).to(Y.dtype.element_ty))  # no mask
+
+
+def gelu_unmasked_tail_store(x, *, profile):
+    check_inputs("gelu", profile, DTYPES, x=x)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    if x.numel():
+        block = profile.elementwise_block(x.dtype)
+        _gelu_unmasked_store_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK_SIZE=block)
+    return y
+
+
+def gelu_ignores_strides(x, *, profile):
+    """Reads the input's storage as if it were contiguous."""
+    check_inputs("gelu", profile, DTYPES, x=x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel():
+        block = profile.elementwise_block(x.dtype, x.numel())
+        _gelu_tanh_fwd_kernel[(triton.cdiv(x.numel(), block),)](
+            x, y, x.numel(), BLOCK_SIZE=block, COMPUTE_FP64=x.dtype == torch.float64)
+    return y
