@@ -44,8 +44,9 @@ def test_cpu_run_reports_device_checks_as_not_supported():
 
 
 def test_planted_wrong_gelu_fails_numerics_and_says_how_to_reproduce():
-    result = run_pytest("suites/test_numerics.py", "--vendor", "nvidia-sm90", "--mode",
-                        "interpreter", "--impl", "reference", "--impl",
+    result = run_pytest("suites/test_numerics.py::test_matches_reference", "--vendor",
+                        "nvidia-sm90", "--mode", "interpreter", "--op", "gelu", "--impl",
+                        "reference", "--impl",
                         "gelu=tests.planted.gelu_faults:gelu_wrong_coefficient")
     assert result.returncode == 1, result.stdout
     out = result.stdout
@@ -60,7 +61,7 @@ def test_planted_wrong_gelu_fails_numerics_and_says_how_to_reproduce():
 
 def test_planted_over_limit_num_warps_fails_compile_on_wave64_only():
     result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--vendor",
-                        "nvidia-sm90", "--mode", "compile",
+                        "nvidia-sm90", "--mode", "compile", "--op", "gelu",
                         "--impl", "gelu=tests.planted.gelu_faults:gelu_too_many_warps")
     assert result.returncode == 1, result.stdout
     assert "1 failed, 1 passed" in result.stdout
