@@ -7,14 +7,10 @@ from hypothesis import given, note, strategies as st
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
-from triton_cts.plugin import NOT_SUPPORTED
 
 
-def _draw_case(target, data, profile, max_numel=hh.MAX_NUMEL):
-    if not target.op.supported_dtypes(profile):
-        pytest.skip(NOT_SUPPORTED + f"profile {profile.name} supports none of "
-                                    f"{target.op.name}'s dtypes")
-    case = data.draw(hh.cases(target.op, profile, max_numel), label="case")
+def _draw_case(target, dtype, data, profile, max_numel=hh.MAX_NUMEL):
+    case = data.draw(hh.cases(target.op, profile, dtype, max_numel), label="case")
     note(f"case: {case.describe()}")
     return case
 
@@ -27,38 +23,42 @@ def _record(record_property, records, prefix=""):
 
 @pytest.mark.cts_modes("device", "interpreter")
 @given(data=st.data())
-def test_matches_reference(target, data, repro, record_property):
-    case = _draw_case(target, data, target.profile)
+def test_matches_reference(target, dtype, data, repro, record_property):
+    case = _draw_case(target, dtype, data, target.profile)
     with ah.context(target, case, repro):
         out = runner.run_target(target, case.args, case.kwargs)
     ref = runner.run_reference(target, case.args, case.kwargs)
-    _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro))
+    scales = runner.error_scales(target, case.args, case.kwargs)
+    _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
+                                                         error_scales=scales))
 
 
 @pytest.mark.cts_modes("device", "interpreter")
 @given(data=st.data())
-def test_matches_reference_under_fuzzed_constants(target, data, repro, record_property):
+def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, record_property):
     derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
     note(f"derived profile: {ah.describe_profile(derived)}")
-    case = _draw_case(target, data, derived, hh.FUZZ_NUMEL)
+    case = _draw_case(target, dtype, data, derived, hh.FUZZ_NUMEL)
     with ah.context(target, case, repro, derived):
         out = runner.run_target(target, case.args, case.kwargs, profile=derived)
     ref = runner.run_reference(target, case.args, case.kwargs)
-    _record(record_property,
-            ah.assert_matches_reference(target, case, out, ref, repro, profile=derived))
+    scales = runner.error_scales(target, case.args, case.kwargs)
+    _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
+                                                         profile=derived, error_scales=scales))
 
 
 @pytest.mark.cts_modes("device", "interpreter")
 @given(data=st.data())
-def test_paths_chosen_by_constants_agree(target, data, repro, record_property):
+def test_paths_chosen_by_constants_agree(target, dtype, data, repro, record_property):
     """The real profile and a derived one (other block sizes, grid caps, IO strategy) give
     the same answer within twice the tolerance (each may sit a tolerance from the truth)."""
     derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
     note(f"derived profile: {ah.describe_profile(derived)}")
-    case = _draw_case(target, data, target.profile, hh.FUZZ_NUMEL)
+    case = _draw_case(target, dtype, data, target.profile, hh.FUZZ_NUMEL)
     with ah.context(target, case, repro, derived):
         real = runner.run_target(target, case.args, case.kwargs)
         other = runner.run_target(target, case.args, case.kwargs, profile=derived)
     _record(record_property, ah.assert_matches_reference(
         target, case, other, real, repro, profile=derived,
-        against=f"{target.profile.name} output", scale=2.0), prefix="agreement ")
+        against=f"{target.profile.name} output", scale=2.0,
+        error_scales=runner.error_scales(target, case.args, case.kwargs)), prefix="agreement ")

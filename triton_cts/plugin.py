@@ -33,7 +33,7 @@ def _register_hypothesis_profiles() -> None:
     # examples is safe.
     slow = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
             HealthCheck.function_scoped_fixture]
-    settings.register_profile("ci", max_examples=12, derandomize=True, deadline=None,
+    settings.register_profile("ci", max_examples=5, derandomize=True, deadline=None,
                               print_blob=True, suppress_health_check=slow)
     settings.register_profile("dev", max_examples=30, deadline=None, print_blob=True,
                               suppress_health_check=slow)
@@ -178,12 +178,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     sel = selection(metafunc.config)
     marker = metafunc.definition.get_closest_marker("cts_modes")
     modes = set(marker.args) if marker else None
+    per_dtype = "dtype" in metafunc.fixturenames
     params = []
     for target in sel.targets(modes=modes):
         reason = unsupported_reason(target.mode, target.profile, sel.device_profile)
-        marks = [pytest.mark.skip(reason=NOT_SUPPORTED + reason)] if reason else []
-        params.append(pytest.param(target, id=target.id, marks=marks))
-    metafunc.parametrize("target", params)
+        if not per_dtype:
+            marks = [pytest.mark.skip(reason=NOT_SUPPORTED + reason)] if reason else []
+            params.append(pytest.param(target, id=target.id, marks=marks))
+            continue
+        for dtype in target.op.dtypes:
+            why = reason or dtype_gap(target, dtype)
+            marks = [pytest.mark.skip(reason=NOT_SUPPORTED + why)] if why else []
+            name = str(dtype).removeprefix("torch.")
+            params.append(pytest.param(target, dtype, id=f"{target.id}-{name}", marks=marks))
+    metafunc.parametrize("target,dtype" if per_dtype else "target", params)
+
+
+def dtype_gap(target: CheckTarget, dtype) -> str | None:
+    """Why ``dtype`` cannot be checked for this target, or None."""
+    if not target.profile.supports_dtype(dtype):
+        return (f"profile {target.profile.name} does not support "
+                f"{str(dtype).removeprefix('torch.')} (dtypes.supported)")
+    return target.op.mode_gaps.get((target.mode.value, dtype))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

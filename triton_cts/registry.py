@@ -45,6 +45,14 @@ class OpSpec:
     variants: Mapping[str, str] = field(default_factory=dict)
     #: Metamorphic relations that hold for the op (names from suites/relations.py).
     relations: tuple[str, ...] = ()
+    #: (rtol, atol) for float32 where the profile runs float32 dots as tf32, on a device.
+    tf32_tolerance: tuple[float, float] | None = None
+    #: Where rounding error grows with the inputs' magnitude rather than the result's (a
+    #: dot product of large terms that cancel), ``error_scale(*args64)`` gives, per output,
+    #: the magnitude atol is multiplied by; None keeps atol as is.
+    error_scale: Callable[..., tuple] | None = None
+    #: Known gaps of an execution mode: {(mode, dtype): reason}; reported as not supported.
+    mode_gaps: Mapping[tuple[str, torch.dtype], str] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -53,6 +61,12 @@ class OpSpec:
             raise ValueError(f"op '{self.name}': need 0 <= min_ndim <= max_ndim")
         if not self.dtypes:
             raise ValueError(f"op '{self.name}': dtypes must not be empty")
+
+    def __repr__(self) -> str:
+        return f"OpSpec({self.name})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' example printer
+        printer.text(repr(self))
 
     def supported_dtypes(self, profile) -> list[torch.dtype]:
         return profile.supported_dtypes(self.dtypes)

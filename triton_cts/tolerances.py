@@ -14,11 +14,17 @@ DEFAULT: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
-def tolerance(op, dtype: torch.dtype, profile: Profile) -> tuple[float, float]:
-    """(rtol, atol) for ``op`` (an :class:`~triton_cts.registry.OpSpec`) on ``dtype``."""
+def tolerance(op, dtype: torch.dtype, profile: Profile, mode=None) -> tuple[float, float]:
+    """(rtol, atol) for ``op`` (an :class:`~triton_cts.registry.OpSpec`) on ``dtype``:
+    the profile's override, else tf32's bound where float32 dots really run as tf32 (a
+    device whose profile says ``dtypes.tf32``; the interpreter computes IEEE float32),
+    else the op's own, else torch's default for the dtype."""
     override = profile.tolerance_override(op.name, dtype)
     if override is not None:
         return override
+    if (dtype == torch.float32 and op.tf32_tolerance is not None and profile["dtypes.tf32"]
+            and str(mode) == "device"):
+        return op.tf32_tolerance
     if dtype in op.tolerances:
         return op.tolerances[dtype]
     if dtype.is_floating_point:

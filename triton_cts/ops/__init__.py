@@ -1,4 +1,4 @@
 """The op database: one module per op family, each exporting its OpSpec records as OPS."""
-from triton_cts.ops import gelu
+from triton_cts.ops import batch_norm, gelu, matmul, reductions, softmax
 
-ALL_OPS = (*gelu.OPS,)
+ALL_OPS = (*gelu.OPS, *softmax.OPS, *batch_norm.OPS, *reductions.OPS, *matmul.OPS)

@@ -1,0 +1,199 @@
+"""Matrix multiplication C = A @ B for 2-D A (M x K) and B (K x N).
+
+Each program computes [BLOCK_SIZE_M, BLOCK_SIZE_N] tiles of C, accumulating
+[BLOCK_SIZE_K]-deep products in float32 with ``tl.dot``. Tiles are numbered in grouped
+order: GROUP_SIZE_M rows of tiles are walked column by column, so programs running at the
+same time share rows of A and columns of B in L2 instead of each streaming its own.
+
+The grid is 1-D and capped at the profile's MAX_GRID_NUM; when there are more tiles than
+that, each program walks tiles with a grid-stride loop (a persistent kernel), so any
+matrix size launches within axis 0's limit.
+
+Ragged edges (M, N, K not multiples of the block) are masked; on select-load profiles
+(SIMD NPUs) masked-off lanes would still be read, so offsets are clamped to the last row or
+column (those rows and columns are computed and never stored) and the K tail is zeroed
+with a select instead. Strides are passed, so transposed or sliced inputs work as they are.
+
+fp32 inputs use ``input_precision="tf32"`` only where the profile says the hardware runs
+tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype.
+
+Block sizes, GROUP_SIZE_M, num_warps and num_stages come from the profile's
+``[[autotune.matmul]]`` configs, autotuned on key (M, N, K). Only when a profile has none
+does the launcher fall back to a small built-in list (sized to the profile's default
+num_warps). Configs whose pipelined tiles cannot fit the profile's shared memory are
+pruned before tuning. Without a device (interpreter, or launches captured for
+cross-compilation) the autotuner's benchmark runs each config once and times nothing.
+"""
+import torch
+import triton
+import triton.language as tl
+from triton import knobs
+
+from triton_cts import launches
+from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
+from triton_cts.profiles import Profile
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+#: Keys of a config table that are launch options, not kernel meta-parameters.
+_OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+@triton.jit
+def _matmul_kernel(
+    A,                            # pointer to A [M, K]
+    B,                            # pointer to B [K, N]
+    C,                            # pointer to C [M, N], same dtype as A
+    M, N, K,                      # matrix sizes
+    stride_am, stride_ak,         # elements between rows / columns of A
+    stride_bk, stride_bn,         # elements between rows / columns of B
+    stride_cm, stride_cn,         # elements between rows / columns of C
+    INPUT_PRECISION: tl.constexpr,  # "tf32" or "ieee" for fp32 dots
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+    BLOCK_SIZE_M: tl.constexpr,   # tile rows
+    BLOCK_SIZE_N: tl.constexpr,   # tile columns
+    BLOCK_SIZE_K: tl.constexpr,   # depth of one tl.dot step
+    GROUP_SIZE_M: tl.constexpr,   # rows of tiles walked together (grouped ordering)
+):
+    pid = tl.program_id(0).to(tl.int64)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    for tile in range(pid, num_pid_m * num_pid_n, tl.num_programs(0)):
+        # grouped ordering: tile -> (pid_m, pid_n), column-major inside a group of rows
+        group_id = tile // num_pid_in_group
+        first_pid_m = group_id * GROUP_SIZE_M
+        group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+        pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
+        pid_n = (tile % num_pid_in_group) // group_size_m
+
+        offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+        offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+        offs_k = tl.arange(0, BLOCK_SIZE_K)
+        if SELECT_LOADS:
+            # every lane reads a real element: ragged rows/columns repeat the last one
+            offs_am = tl.minimum(offs_m, M - 1)
+            offs_bn = tl.minimum(offs_n, N - 1)
+        else:
+            # a tile starts at a multiple of its size and is contiguous: lets the
+            # compiler vectorize the loads when A is column-major or B row-major
+            offs_am = tl.max_contiguous(tl.multiple_of(offs_m, BLOCK_SIZE_M), BLOCK_SIZE_M)
+            offs_bn = tl.max_contiguous(tl.multiple_of(offs_n, BLOCK_SIZE_N), BLOCK_SIZE_N)
+        a_ptrs = A + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = B + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+            k_left = K - k * BLOCK_SIZE_K
+            if SELECT_LOADS:
+                # the K tail re-reads the last column (row of B), then is zeroed
+                k_back = tl.minimum(offs_k, k_left - 1) - offs_k
+                a = tl.load(a_ptrs + k_back[None, :] * stride_ak)
+                b = tl.load(b_ptrs + k_back[:, None] * stride_bk)
+                a = tl.where(offs_k[None, :] < k_left, a, 0.0)
+                b = tl.where(offs_k[:, None] < k_left, b, 0.0)
+            else:
+                a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
+                b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            a_ptrs += BLOCK_SIZE_K * stride_ak
+            b_ptrs += BLOCK_SIZE_K * stride_bk
+
+        c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=c_mask)
+
+
+# --------------------------------------------------------------------------------------
+# Autotuning from the profile
+# --------------------------------------------------------------------------------------
+def _default_configs(profile: Profile) -> list[dict[str, int]]:
+    """Fallback used ONLY when the profile has no [[autotune.matmul]] table: two modest
+    tiles at the profile's default num_warps."""
+    warps = profile["launch.default_num_warps"]
+    return [
+        {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
+         "num_warps": warps, "num_stages": 2},
+        {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8,
+         "num_warps": warps, "num_stages": 2},
+    ]
+
+
+def _to_config(table: dict[str, int]) -> triton.Config:
+    table = dict(table)
+    options = {k: table.pop(k) for k in _OPTION_KEYS if k in table}
+    return triton.Config(table, **options)
+
+
+def _bench(kernel_call, quantiles=None, **kwargs):
+    """Time a config on a device; without one (interpreter, captured launches) run it once."""
+    if knobs.runtime.interpret or launches.capturing():
+        kernel_call()
+        return [0.0] * len(quantiles) if quantiles else 0.0
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
+
+
+def _shared_prune(shared_bytes: int):
+    """Drop configs whose pipelined A and B tiles (num_stages copies) exceed shared memory;
+    keep the smallest one if none fits, so tuning always has a candidate."""
+    def prune(configs, named_args, **kwargs):
+        elem = named_args["A"].element_size()
+
+        def need(c):
+            kw = c.kwargs
+            tiles = (kw["BLOCK_SIZE_M"] + kw["BLOCK_SIZE_N"]) * kw["BLOCK_SIZE_K"] * elem
+            return max(c.num_stages, 1) * tiles
+        fitting = [c for c in configs if need(c) <= shared_bytes]
+        return fitting or [min(configs, key=need)]
+    return prune
+
+
+_AUTOTUNED: dict = {}
+
+
+def _autotuned_kernel(profile: Profile):
+    tables = profile.autotune_configs("matmul") or _default_configs(profile)
+    configs = [_to_config(t) for t in tables]
+    shared = profile["limits.shared_memory_per_block"]
+    make = lambda: triton.autotune(  # noqa: E731
+        configs=configs, key=["M", "N", "K"], do_bench=_bench,
+        prune_configs_by={"early_config_prune": _shared_prune(shared)},
+    )(_matmul_kernel)
+    if launches.capturing():
+        return make()  # fresh: every config is launched (and captured) for every shape
+    # one autotuner per config set and mode, so interpreter picks never leak into device runs
+    key = (tuple(tuple(sorted(t.items())) for t in tables), shared, bool(knobs.runtime.interpret))
+    if key not in _AUTOTUNED:
+        _AUTOTUNED[key] = make()
+    return _AUTOTUNED[key]
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N."""
+    check_inputs("matmul", profile, DTYPES, a=a, b=b)
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ShapeMismatchError(f"matmul: need a (M x K) and b (K x N), got a={tuple(a.shape)}, "
+                                 f"b={tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise UnsupportedDtypeError(f"matmul: a and b must have one dtype, got {a.dtype} and {b.dtype}")
+    if str(a.dtype).removeprefix("torch.") not in profile["dtypes.dot"]:
+        raise UnsupportedDtypeError(f"matmul: profile '{profile.name}' has no tl.dot for {a.dtype} "
+                                    f"(dtypes.dot in {profile.source})")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    fp32_tf32 = a.dtype == torch.float32 and profile["dtypes.tf32"]
+    kernel = _autotuned_kernel(profile)
+    grid = lambda META: (profile.capped_grid(  # noqa: E731
+        triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"])),)
+    kernel[grid](
+        a, b, c, M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        INPUT_PRECISION="tf32" if fp32_tf32 else "ieee",
+        SELECT_LOADS=profile.select_loads,
+    )
+    return c

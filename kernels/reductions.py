@@ -1,0 +1,540 @@
+"""Max and product reductions: over the whole tensor, and along the last dim.
+
+max_all (two-stage): a capped grid of programs each walks a grid-stride range of blocks,
+keeping an elementwise running max, reduces it once and writes one partial per program; a
+second launch of the same kernel with one program reduces the partials. No atomics, so it
+runs for every dtype and is deterministic.
+
+max_all_atomic: one launch. Programs fold their result into a single accumulator with
+``tl.atomic_max``; when the tensor fits one tile per program (the ONE_TILE_PER_CTA
+heuristic) the kernel has no loop at all. fp16/bf16 are accumulated in a float32 buffer
+(exact: max only selects) because compilers reject fp16/bf16 atomic_max; the profile must
+list the accumulator dtype under ``atomics.max``. The accumulator is not autotuned: an
+autotuner would reset it to 0 between configs, and max needs it at -inf.
+
+NaN: torch.max returns NaN when the input holds one (and max(dim) its first index).
+``tl.max`` and maxnum-style instructions drop NaN, so the running max is an explicit
+compare-and-select that keeps a NaN once seen. Triton lowers float atomic_max to integer
+atomics split on the sign bit, which loses negative NaNs, so the atomic variant raises a
+separate int32 NaN flag and the launcher writes NaN where it is set.
+
+max_dim returns (values, first index of the max) along the last dim, like torch.max(x, -1).
+When a row fits the profile's MAX_FUSED_SIZE, each program reduces a [BLOCK_M, BLOCK_N]
+block of whole rows with tl.reduce over (value, index) pairs. Longer rows are split into
+chunks so that short-and-wide inputs still fill the device: stage 1 writes one (value,
+index) partial per (row, chunk), stage 2 reduces each row's partials. Both stages use a
+1-D grid of tiles with grid-stride loops, so no axis ever sees M beyond its limit.
+
+prod_all / prod_dim: the same shapes of work with a multiply. Blocks multiply
+elementwise into a running product and finish with ``tl.reduce`` and a multiply
+combine_fn, which Triton lowers as a binary tree (log2(BLOCK) dependent multiplies
+instead of BLOCK: shorter dependency chains pipeline better). Products accumulate in
+float32 (float64 for float64) and partials are kept in that precision between stages.
+
+On select-load profiles (SIMD NPUs) masked-off lanes still read memory, so the kernels
+clamp offsets to a valid element and select the neutral value (-inf / dtype min for max,
+1 for prod) in those lanes instead of using masked loads.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from triton_cts.launch import UnsupportedDtypeError, check_inputs
+from triton_cts.profiles import Profile, next_power_of_2
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+MAX_DTYPES = FLOATS + (torch.int32, torch.int64)
+PROD_DTYPES = FLOATS
+
+#: Index that loses every tie: masked-off lanes and empty accumulators carry it.
+IDX_SENTINEL = tl.constexpr(2**63 - 1)
+
+
+def _lowest(dtype: torch.dtype):
+    """The identity of max for ``dtype``: -inf for floats, the most negative integer."""
+    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+# --------------------------------------------------------------------------------------
+# Combine functions (tl.reduce lowers them as a binary tree over the reduced axis).
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _max_nan_combine(a, b):
+    # a wins if larger or NaN: once a NaN enters, it stays (x > NaN is False)
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _argmax_combine(va, ia, vb, ib):
+    # Order: NaN above everything, then by value; equal values (NaN == NaN here) go to
+    # the smaller index, as torch returns the first occurrence.
+    a_nan = va != va
+    b_nan = vb != vb
+    a_wins = (va > vb) | (a_nan & ~b_nan)
+    tie = (va == vb) | (a_nan & b_nan)
+    take_a = a_wins | (tie & (ia < ib))
+    return tl.where(take_a, va, vb), tl.where(take_a, ia, ib)
+
+
+@triton.jit
+def _mul_combine(a, b):
+    return a * b
+
+
+# --------------------------------------------------------------------------------------
+# max over the whole tensor
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _max_all_kernel(
+    X,                            # pointer to the input (or stage-1 partials), contiguous
+    OUT,                          # pointer to one value per program
+    n_elements,                   # number of elements in X
+    LOWEST: tl.constexpr,         # identity of max in the compute dtype (-inf / int min)
+    BLOCK_SIZE: tl.constexpr,     # elements per loop step
+    HALF_TO_FP32: tl.constexpr,   # fp16/bf16 are compared in float32
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+):
+    pid = tl.program_id(0).to(tl.int64)
+    if HALF_TO_FP32:
+        acc = tl.full([BLOCK_SIZE], LOWEST, tl.float32)
+    else:
+        acc = tl.full([BLOCK_SIZE], LOWEST, X.dtype.element_ty)
+    num_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
+    for block in range(pid, num_blocks, tl.num_programs(0)):
+        offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n_elements
+        if SELECT_LOADS:
+            x = tl.load(X + tl.minimum(offs, n_elements - 1))
+        else:
+            x = tl.load(X + offs, mask=mask, other=LOWEST)
+        if HALF_TO_FP32:
+            x = x.to(tl.float32)
+        x = tl.where(mask, x, LOWEST)
+        acc = _max_nan_combine(x, acc)
+    res = tl.reduce(acc, 0, _max_nan_combine)
+    tl.store(OUT + pid, res.to(OUT.dtype.element_ty))
+
+
+@triton.heuristics(values={
+    # every program gets at most one tile: straight-line code, no loop
+    "ONE_TILE_PER_CTA": lambda args: args["n_elements"] <= args["BLOCK_SIZE"] * args["n_programs"],
+})
+@triton.jit
+def _max_all_atomic_kernel(
+    X,                            # pointer to the input, contiguous
+    OUT,                          # pointer to the 1-element accumulator, pre-filled with LOWEST
+    NAN_FLAG,                     # pointer to an int32 set to 1 by any program that saw a NaN
+    n_elements,                   # number of elements in X
+    n_programs,                   # programs launched (the heuristic compares against it)
+    LOWEST: tl.constexpr,         # identity of max in the compute dtype
+    BLOCK_SIZE: tl.constexpr,     # elements per tile
+    HALF_TO_FP32: tl.constexpr,   # fp16/bf16 are compared in float32
+    IS_FLOAT: tl.constexpr,       # integers cannot hold NaN: no flag
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+    ONE_TILE_PER_CTA: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    if ONE_TILE_PER_CTA:
+        offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n_elements
+        if SELECT_LOADS:
+            x = tl.load(X + tl.minimum(offs, n_elements - 1))
+        else:
+            x = tl.load(X + offs, mask=mask, other=LOWEST)
+        if HALF_TO_FP32:
+            x = x.to(tl.float32)
+        acc = tl.where(mask, x, LOWEST)
+    else:
+        if HALF_TO_FP32:
+            acc = tl.full([BLOCK_SIZE], LOWEST, tl.float32)
+        else:
+            acc = tl.full([BLOCK_SIZE], LOWEST, X.dtype.element_ty)
+        for block in range(pid, tl.cdiv(n_elements, BLOCK_SIZE), tl.num_programs(0)):
+            offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+            mask = offs < n_elements
+            if SELECT_LOADS:
+                x = tl.load(X + tl.minimum(offs, n_elements - 1))
+            else:
+                x = tl.load(X + offs, mask=mask, other=LOWEST)
+            if HALF_TO_FP32:
+                x = x.to(tl.float32)
+            x = tl.where(mask, x, LOWEST)
+            acc = _max_nan_combine(x, acc)
+    res = tl.reduce(acc, 0, _max_nan_combine).to(OUT.dtype.element_ty)
+    if IS_FLOAT:
+        is_nan = res != res
+        tl.atomic_max(NAN_FLAG, 1, mask=is_nan)
+        tl.atomic_max(OUT, res, mask=~is_nan)
+    else:
+        tl.atomic_max(OUT, res)
+
+
+# --------------------------------------------------------------------------------------
+# max along the last dim: (values, indices)
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _max_dim_rows_kernel(
+    X,                            # pointer to the [M, N] input, unit column stride
+    VALUES,                       # pointer to the [M] maxima, input dtype
+    INDICES,                      # pointer to the [M] int64 indices
+    M, N,                         # rows and row length; N <= BLOCK_N
+    stride_xm,                    # elements between rows of X
+    LOWEST: tl.constexpr,         # identity of max in the compute dtype
+    BLOCK_M: tl.constexpr,        # rows per program and loop step
+    BLOCK_N: tl.constexpr,        # next_power_of_2(N): one block holds a whole row
+    HALF_TO_FP32: tl.constexpr,   # fp16/bf16 are compared in float32
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+):
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    # masked-off columns keep their (>= N) index: they lose every tie to a real element
+    idx = tl.broadcast_to(cols[None, :], (BLOCK_M, BLOCK_N))
+    for row_block in range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
+        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        if SELECT_LOADS:
+            safe_rows = tl.minimum(rows, M - 1)
+            safe_cols = tl.minimum(cols, N - 1)
+            x = tl.load(X + safe_rows[:, None] * stride_xm + safe_cols[None, :])
+        else:
+            x = tl.load(X + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=LOWEST)
+        if HALF_TO_FP32:
+            x = x.to(tl.float32)
+        x = tl.where(mask, x, LOWEST)
+        val, arg = tl.reduce((x, idx), 1, _argmax_combine)
+        tl.store(VALUES + rows, val.to(VALUES.dtype.element_ty), mask=row_mask)
+        tl.store(INDICES + rows, arg.to(tl.int64), mask=row_mask)
+
+
+@triton.jit
+def _max_dim_chunks_kernel(
+    X,                            # pointer to the [M, N] input (stage 1) or partial values (stage 2)
+    X_IDX,                        # pointer to [M, N] int64 indices matching X (stage 2 only)
+    VALUES,                       # pointer to [M, n_chunks] maxima, one per (row, chunk)
+    INDICES,                      # pointer to [M, n_chunks] int64 indices
+    M, N,                         # rows and row length of X
+    stride_xm,                    # elements between rows of X (and of X_IDX)
+    n_chunks,                     # chunks per row
+    chunk_size,                   # columns per chunk (the last one may be shorter)
+    LOWEST: tl.constexpr,         # identity of max in the compute dtype
+    BLOCK_N: tl.constexpr,        # columns per loop step
+    HAS_X_IDX: tl.constexpr,      # indices come from X_IDX instead of column numbers
+    HALF_TO_FP32: tl.constexpr,   # fp16/bf16 are compared in float32
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+):
+    pid = tl.program_id(0).to(tl.int64)
+    for tile in range(pid, M * n_chunks, tl.num_programs(0)):
+        row = tile // n_chunks
+        start = (tile - row * n_chunks) * chunk_size
+        end = tl.minimum(start + chunk_size, N)
+        if HALF_TO_FP32:
+            best = tl.full([BLOCK_N], LOWEST, tl.float32)
+        else:
+            best = tl.full([BLOCK_N], LOWEST, X.dtype.element_ty)
+        best_idx = tl.full([BLOCK_N], IDX_SENTINEL, tl.int64)
+        for col in range(start, end, BLOCK_N):
+            cols = col + tl.arange(0, BLOCK_N)
+            mask = cols < end
+            if SELECT_LOADS:
+                offs = row * stride_xm + tl.minimum(cols, end - 1)
+                x = tl.load(X + offs)
+            else:
+                offs = row * stride_xm + cols
+                x = tl.load(X + offs, mask=mask, other=LOWEST)
+            if HAS_X_IDX:
+                if SELECT_LOADS:
+                    i = tl.load(X_IDX + offs)
+                else:
+                    i = tl.load(X_IDX + offs, mask=mask, other=IDX_SENTINEL)
+            else:
+                i = cols.to(tl.int64)
+            if HALF_TO_FP32:
+                x = x.to(tl.float32)
+            x = tl.where(mask, x, LOWEST)
+            i = tl.where(mask, i, IDX_SENTINEL)
+            best, best_idx = _argmax_combine(best, best_idx, x, i)
+        val, arg = tl.reduce((best, best_idx), 0, _argmax_combine)
+        tl.store(VALUES + tile, val.to(VALUES.dtype.element_ty))
+        tl.store(INDICES + tile, arg)
+
+
+# --------------------------------------------------------------------------------------
+# product over the whole tensor and along the last dim
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _prod_all_kernel(
+    X,                            # pointer to the input (or stage-1 partials), contiguous
+    OUT,                          # pointer to one product per program
+    n_elements,                   # number of elements in X
+    BLOCK_SIZE: tl.constexpr,     # elements per loop step
+    COMPUTE_FP64: tl.constexpr,   # float64 inputs multiply in float64, others in float32
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+):
+    pid = tl.program_id(0).to(tl.int64)
+    if COMPUTE_FP64:
+        acc = tl.full([BLOCK_SIZE], 1.0, tl.float64)
+    else:
+        acc = tl.full([BLOCK_SIZE], 1.0, tl.float32)
+    for block in range(pid, tl.cdiv(n_elements, BLOCK_SIZE), tl.num_programs(0)):
+        offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        mask = offs < n_elements
+        if SELECT_LOADS:
+            x = tl.load(X + tl.minimum(offs, n_elements - 1))
+        else:
+            x = tl.load(X + offs, mask=mask, other=1.0)
+        x = tl.where(mask, x.to(acc.dtype), 1.0)
+        acc = acc * x
+    res = tl.reduce(acc, 0, _mul_combine)
+    tl.store(OUT + pid, res.to(OUT.dtype.element_ty))
+
+
+@triton.jit
+def _prod_dim_rows_kernel(
+    X,                            # pointer to the [M, N] input, unit column stride
+    OUT,                          # pointer to the [M] products
+    M, N,                         # rows and row length; N <= BLOCK_N
+    stride_xm,                    # elements between rows of X
+    BLOCK_M: tl.constexpr,        # rows per program and loop step
+    BLOCK_N: tl.constexpr,        # next_power_of_2(N): one block holds a whole row
+    COMPUTE_FP64: tl.constexpr,   # float64 inputs multiply in float64, others in float32
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+):
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    for row_block in range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
+        rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        if SELECT_LOADS:
+            safe_rows = tl.minimum(rows, M - 1)
+            safe_cols = tl.minimum(cols, N - 1)
+            x = tl.load(X + safe_rows[:, None] * stride_xm + safe_cols[None, :])
+        else:
+            x = tl.load(X + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=1.0)
+        if COMPUTE_FP64:
+            x = x.to(tl.float64)
+        else:
+            x = x.to(tl.float32)
+        x = tl.where(mask, x, 1.0)
+        res = tl.reduce(x, 1, _mul_combine)
+        tl.store(OUT + rows, res.to(OUT.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def _prod_dim_chunks_kernel(
+    X,                            # pointer to the [M, N] input (stage 1) or partials (stage 2)
+    OUT,                          # pointer to [M, n_chunks] products, one per (row, chunk)
+    M, N,                         # rows and row length of X
+    stride_xm,                    # elements between rows of X
+    n_chunks,                     # chunks per row
+    chunk_size,                   # columns per chunk (the last one may be shorter)
+    BLOCK_N: tl.constexpr,        # columns per loop step
+    COMPUTE_FP64: tl.constexpr,   # float64 inputs multiply in float64, others in float32
+    SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+):
+    pid = tl.program_id(0).to(tl.int64)
+    for tile in range(pid, M * n_chunks, tl.num_programs(0)):
+        row = tile // n_chunks
+        start = (tile - row * n_chunks) * chunk_size
+        end = tl.minimum(start + chunk_size, N)
+        if COMPUTE_FP64:
+            acc = tl.full([BLOCK_N], 1.0, tl.float64)
+        else:
+            acc = tl.full([BLOCK_N], 1.0, tl.float32)
+        for col in range(start, end, BLOCK_N):
+            cols = col + tl.arange(0, BLOCK_N)
+            mask = cols < end
+            if SELECT_LOADS:
+                x = tl.load(X + row * stride_xm + tl.minimum(cols, end - 1))
+            else:
+                x = tl.load(X + row * stride_xm + cols, mask=mask, other=1.0)
+            acc = acc * tl.where(mask, x.to(acc.dtype), 1.0)
+        res = tl.reduce(acc, 0, _mul_combine)
+        tl.store(OUT + tile, res.to(OUT.dtype.element_ty))
+
+
+# --------------------------------------------------------------------------------------
+# Launchers
+# --------------------------------------------------------------------------------------
+def _as_rows(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """``x`` as [M, N] with unit column stride (N = last dim), and the output shape."""
+    if x.dim() == 0:
+        return x.reshape(1, 1), ()
+    x2 = x.reshape(-1, x.shape[-1])
+    if x2.stride(1) != 1:  # rows may be strided, columns must be unit-stride
+        x2 = x2.contiguous()
+    return x2, tuple(x.shape[:-1])
+
+
+def _split_rows(profile: Profile, dtype: torch.dtype, M: int, N: int) -> tuple[int, int, int]:
+    """(BLOCK_N, n_chunks, chunk_size) for rows too long for one block: enough chunks that
+    every compute unit gets a program even when there are few rows."""
+    block_n = min(profile.elementwise_block(dtype, N), profile.max_fused_elements(dtype))
+    blocks_per_row = triton.cdiv(N, block_n)
+    n_chunks = min(blocks_per_row, max(1, triton.cdiv(profile.compute_units, M)))
+    blocks_per_chunk = triton.cdiv(blocks_per_row, n_chunks)
+    n_chunks = triton.cdiv(blocks_per_row, blocks_per_chunk)
+    return block_n, n_chunks, blocks_per_chunk * block_n
+
+
+def max_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Maximum of every element of ``x`` (0-d tensor of x's dtype); NaN if any is NaN."""
+    check_inputs("max_all", profile, MAX_DTYPES, x=x)
+    if x.numel() == 0:
+        raise RuntimeError("max_all: the max of an empty tensor is undefined (torch.max raises too)")
+    x = x.contiguous().reshape(-1)
+    n = x.numel()
+    common = dict(LOWEST=_lowest(x.dtype), HALF_TO_FP32=x.dtype in (torch.float16, torch.bfloat16),
+                  SELECT_LOADS=profile.select_loads)
+    block = profile.elementwise_block(x.dtype, n)
+    grid = profile.capped_grid(triton.cdiv(n, block))
+    out = torch.empty((), dtype=x.dtype, device=x.device)
+    # stage 1: one partial per program (the result itself when one program suffices);
+    # partials stay in x's dtype, which is exact for max
+    partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=x.dtype, device=x.device)
+    _max_all_kernel[(grid,)](x, partials, n, BLOCK_SIZE=block,
+                             num_warps=profile.num_warps_for(block), **common)
+    if grid > 1:
+        # stage 2: one program folds the partials
+        block2 = profile.elementwise_block(x.dtype, grid)
+        _max_all_kernel[(1,)](partials, out.reshape(1), grid, BLOCK_SIZE=block2,
+                              num_warps=profile.num_warps_for(block2), **common)
+    return out
+
+
+def max_all_atomic(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """``max_all`` in one launch: programs combine their maxima with ``tl.atomic_max``."""
+    check_inputs("max_all_atomic", profile, MAX_DTYPES, x=x)
+    if x.numel() == 0:
+        raise RuntimeError("max_all_atomic: the max of an empty tensor is undefined (torch.max raises too)")
+    half = x.dtype in (torch.float16, torch.bfloat16)
+    acc_dtype = torch.float32 if half else x.dtype
+    if not profile.supports_atomic("max", acc_dtype):
+        raise UnsupportedDtypeError(
+            f"max_all_atomic: needs atomic_max on {str(acc_dtype).removeprefix('torch.')} "
+            f"(accumulator for {str(x.dtype).removeprefix('torch.')} inputs), which profile "
+            f"'{profile.name}' does not list (atomics.max in {profile.source})")
+    is_float = x.dtype.is_floating_point
+    if is_float and not profile.supports_atomic("max", torch.int32):
+        raise UnsupportedDtypeError(
+            f"max_all_atomic: needs atomic_max on int32 for its NaN flag, which profile "
+            f"'{profile.name}' does not list (atomics.max in {profile.source})")
+    x = x.contiguous().reshape(-1)
+    n = x.numel()
+    acc = torch.full((1,), _lowest(acc_dtype), dtype=acc_dtype, device=x.device)
+    nan_flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+    block = profile.elementwise_block(x.dtype, n)
+    grid = profile.capped_grid(triton.cdiv(n, block))
+    _max_all_atomic_kernel[(grid,)](
+        x, acc, nan_flag, n, grid,
+        LOWEST=_lowest(acc_dtype), BLOCK_SIZE=block, HALF_TO_FP32=half, IS_FLOAT=is_float,
+        SELECT_LOADS=profile.select_loads, num_warps=profile.num_warps_for(block),
+    )
+    if is_float:
+        acc = torch.where(nan_flag.bool(), torch.full_like(acc, float("nan")), acc)
+    return acc.to(x.dtype).reshape(())
+
+
+def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, indices) of the max along the last dim, like ``torch.max(x, dim=-1)``:
+    NaN wins, ties go to the first index."""
+    check_inputs("max_dim", profile, MAX_DTYPES, x=x)
+    if x.dim() > 0 and x.shape[-1] == 0:
+        raise IndexError("max_dim: the last dim has size 0; the max of an empty row is "
+                         "undefined (torch.max raises too)")
+    x2, out_shape = _as_rows(x)
+    M, N = x2.shape
+    values = torch.empty(M, dtype=x.dtype, device=x.device)
+    indices = torch.empty(M, dtype=torch.int64, device=x.device)
+    if M == 0:
+        return values.reshape(out_shape), indices.reshape(out_shape)
+    common = dict(LOWEST=_lowest(x.dtype), HALF_TO_FP32=x.dtype in (torch.float16, torch.bfloat16),
+                  SELECT_LOADS=profile.select_loads)
+    if N <= profile.max_fused_elements(x.dtype):
+        # whole rows per block; several rows per program when rows are short
+        block_n = next_power_of_2(N)
+        block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
+        grid = profile.capped_grid(triton.cdiv(M, block_m))
+        _max_dim_rows_kernel[(grid,)](
+            x2, values, indices, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_m * block_n), **common)
+        return values.reshape(out_shape), indices.reshape(out_shape)
+    # long rows: stage 1 reduces (row, chunk) tiles to partials, stage 2 each row's partials
+    block_n, n_chunks, chunk_size = _split_rows(profile, x.dtype, M, N)
+    if n_chunks == 1:
+        part_v, part_i = values, indices
+    else:
+        part_v = torch.empty((M, n_chunks), dtype=x.dtype, device=x.device)
+        part_i = torch.empty((M, n_chunks), dtype=torch.int64, device=x.device)
+    grid = profile.capped_grid(M * n_chunks)
+    _max_dim_chunks_kernel[(grid,)](
+        x2, x2, part_v, part_i, M, N, x2.stride(0), n_chunks, chunk_size,
+        BLOCK_N=block_n, HAS_X_IDX=False, num_warps=profile.num_warps_for(block_n), **common)
+    if n_chunks > 1:
+        block_c = profile.elementwise_block(torch.int64, n_chunks)  # int64 indices: the wider load
+        _max_dim_chunks_kernel[(profile.capped_grid(M),)](
+            part_v, part_i, values, indices, M, n_chunks, n_chunks, 1, n_chunks,
+            BLOCK_N=block_c, HAS_X_IDX=True, num_warps=profile.num_warps_for(block_c), **common)
+    return values.reshape(out_shape), indices.reshape(out_shape)
+
+
+def prod_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Product of every element of ``x`` (0-d tensor of x's dtype); 1 for an empty tensor."""
+    check_inputs("prod_all", profile, PROD_DTYPES, x=x)
+    out = torch.ones((), dtype=x.dtype, device=x.device)
+    if x.numel() == 0:
+        return out
+    x = x.contiguous().reshape(-1)
+    n = x.numel()
+    fp64 = x.dtype == torch.float64
+    acc_dtype = torch.float64 if fp64 else torch.float32
+    block = profile.elementwise_block(x.dtype, n)
+    grid = profile.capped_grid(triton.cdiv(n, block))
+    # stage 1: one partial product per program, kept in the accumulation dtype
+    partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=acc_dtype, device=x.device)
+    _prod_all_kernel[(grid,)](x, partials, n, BLOCK_SIZE=block, COMPUTE_FP64=fp64,
+                              SELECT_LOADS=profile.select_loads,
+                              num_warps=profile.num_warps_for(block))
+    if grid > 1:
+        block2 = profile.elementwise_block(acc_dtype, grid)
+        _prod_all_kernel[(1,)](partials, out.reshape(1), grid, BLOCK_SIZE=block2, COMPUTE_FP64=fp64,
+                               SELECT_LOADS=profile.select_loads,
+                               num_warps=profile.num_warps_for(block2))
+    return out
+
+
+def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Product along the last dim (``torch.prod(x, dim=-1)``); 1 for rows of length 0."""
+    check_inputs("prod_dim", profile, PROD_DTYPES, x=x)
+    if x.dim() > 0 and x.shape[-1] == 0:
+        return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
+    x2, out_shape = _as_rows(x)
+    M, N = x2.shape
+    out = torch.empty(M, dtype=x.dtype, device=x.device)
+    if M == 0:
+        return out.reshape(out_shape)
+    fp64 = x.dtype == torch.float64
+    acc_dtype = torch.float64 if fp64 else torch.float32
+    common = dict(COMPUTE_FP64=fp64, SELECT_LOADS=profile.select_loads)
+    if N <= profile.max_fused_elements(x.dtype):
+        block_n = next_power_of_2(N)
+        block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
+        grid = profile.capped_grid(triton.cdiv(M, block_m))
+        _prod_dim_rows_kernel[(grid,)](
+            x2, out, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_m * block_n), **common)
+        return out.reshape(out_shape)
+    block_n, n_chunks, chunk_size = _split_rows(profile, x.dtype, M, N)
+    partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype, device=x.device)
+    _prod_dim_chunks_kernel[(profile.capped_grid(M * n_chunks),)](
+        x2, partials, M, N, x2.stride(0), n_chunks, chunk_size,
+        BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n), **common)
+    if n_chunks > 1:
+        block_c = profile.elementwise_block(acc_dtype, n_chunks)
+        _prod_dim_chunks_kernel[(profile.capped_grid(M),)](
+            partials, out, M, n_chunks, n_chunks, 1, n_chunks,
+            BLOCK_N=block_c, num_warps=profile.num_warps_for(block_c), **common)
+    return out.reshape(out_shape)

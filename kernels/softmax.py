@@ -1,0 +1,314 @@
+"""Softmax and log-softmax over the last dim, forward, and the softmax backward.
+
+    softmax(x)_i     = exp(x_i - m) / s,         m = max_j x_j,  s = sum_j exp(x_j - m)
+    log_softmax(x)_i = x_i - m - log(s)
+    softmax backward: dx = y * (dy - sum_j dy_j * y_j)
+
+Two strategies, chosen by the row length N against the profile's MAX_FUSED_SIZE:
+
+- Fused (N fits one block): each program loads a [BLOCK_M, BLOCK_N] tile of whole rows once
+  and does max, exp, sum and the store on registers, with no loop over columns. Short rows
+  are packed BLOCK_M to a program so a program still moves a full block of data, but
+  BLOCK_M is kept small enough that the grid covers every compute unit.
+- Online (N larger than a block): one pass over column tiles keeps a running max and a
+  running sum rescaled by exp(m_old - m_new) whenever the max grows, then a second pass
+  writes the output. The data is read twice instead of three times, and registers hold one
+  tile whatever N is. The backward needs no rescaling: one pass for sum(dy * y), one for dx.
+
+Special values follow torch: a NaN anywhere in a row, a +inf, or a row that is all -inf
+gives a row of NaN (the shifted values inf - inf or -inf - -inf are NaN, and the NaN reaches
+the sum); a -inf among finite values gives 0 (log_softmax: -inf). Masked-off lanes hold
+-inf, which the max ignores and whose exp is 0. The online kernel guards its rescaling so
+that tiles that are all -inf do not turn the running sum into NaN.
+
+Programs walk row blocks with a grid-stride loop, so the grid is capped at the profile's
+MAX_GRID_NUM; row offsets are int64. Where the profile asks for select loads (SIMD-style
+NPUs), masked-off lanes are clamped to a valid address, loaded unmasked, and replaced with
+tl.where, so no load depends on a discrete mask.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from triton_cts.launch import ShapeMismatchError, check_inputs
+from triton_cts.profiles import Profile, next_power_of_2
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+NEG_INF = tl.constexpr(float("-inf"))
+
+
+@triton.jit
+def _softmax_fwd_fused_kernel(
+    X,                          # pointer to the input, contiguous [n_rows, n_cols]
+    Y,                          # pointer to the output, same shape and dtype
+    n_rows,                     # rows of X
+    n_cols,                     # row length N (<= BLOCK_N)
+    BLOCK_M: tl.constexpr,      # rows per program and loop step
+    BLOCK_N: tl.constexpr,      # next_power_of_2(N): a whole row in one block
+    LOG: tl.constexpr,          # True: log_softmax, False: softmax
+    SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
+    ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+):
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        offs = rows[:, None] * n_cols + cols[None, :]
+        if SELECT_LOADS:
+            safe = tl.minimum(rows, n_rows - 1)[:, None] * n_cols \
+                + tl.minimum(cols, n_cols - 1)[None, :]
+            x = tl.where(mask, tl.load(X + safe), NEG_INF)
+        else:
+            x = tl.load(X + offs, mask=mask, other=NEG_INF)
+        x = x.to(ACC_DTYPE)
+        row_max = tl.max(x, axis=1)
+        z = x - row_max[:, None]
+        e = tl.exp(z)              # masked lanes: exp(-inf) = 0
+        row_sum = tl.sum(e, axis=1)
+        if LOG:
+            y = z - tl.log(row_sum)[:, None]
+        else:
+            y = e / row_sum[:, None]
+        # Stores keep the true offsets under the mask: clamped ones would alias valid lanes.
+        tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_fwd_online_kernel(
+    X,                          # pointer to the input, contiguous [n_rows, n_cols]
+    Y,                          # pointer to the output, same shape and dtype
+    n_rows,                     # rows of X
+    n_cols,                     # row length N (any size)
+    BLOCK_N: tl.constexpr,      # columns per tile
+    LOG: tl.constexpr,          # True: log_softmax, False: softmax
+    SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
+    ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+):
+    pid = tl.program_id(0).to(tl.int64)
+    for row in range(pid, n_rows, tl.num_programs(0)):
+        base = X + row * n_cols
+        # Pass 1: running max m and running sum s of exp(x - m).
+        m = tl.full([], NEG_INF, ACC_DTYPE)
+        s = tl.zeros([], ACC_DTYPE)
+        for start in range(0, n_cols, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            mask = cols < n_cols
+            if SELECT_LOADS:
+                x = tl.where(mask, tl.load(base + tl.minimum(cols, n_cols - 1)), NEG_INF)
+            else:
+                x = tl.load(base + cols, mask=mask, other=NEG_INF)
+            x = x.to(ACC_DTYPE)
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            # While m is -inf the sum holds only zeros (or a NaN that must survive), and
+            # -inf lanes add nothing: guard both, or -inf - -inf = NaN would leak in.
+            alpha = tl.where(m == NEG_INF, 0.0, tl.exp(m - m_new))
+            p = tl.where(x == NEG_INF, 0.0, tl.exp(x - m_new))
+            s = s * alpha + tl.sum(p, axis=0)
+            m = m_new
+        # Pass 2: normalize. An all -inf row has m = -inf, s = 0 and comes out NaN.
+        log_s = tl.log(s)
+        out = Y + row * n_cols
+        for start in range(0, n_cols, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            mask = cols < n_cols
+            if SELECT_LOADS:
+                x = tl.where(mask, tl.load(base + tl.minimum(cols, n_cols - 1)), NEG_INF)
+            else:
+                x = tl.load(base + cols, mask=mask, other=NEG_INF)
+            z = x.to(ACC_DTYPE) - m
+            if LOG:
+                y = z - log_s
+            else:
+                y = tl.exp(z) / s
+            tl.store(out + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_fused_kernel(
+    DY,                         # pointer to the output gradient, contiguous [n_rows, n_cols]
+    Y,                          # pointer to the softmax output, same shape
+    DX,                         # pointer to the input gradient, same shape and dtype as DY
+    n_rows,                     # rows
+    n_cols,                     # row length N (<= BLOCK_N)
+    BLOCK_M: tl.constexpr,      # rows per program and loop step
+    BLOCK_N: tl.constexpr,      # next_power_of_2(N): a whole row in one block
+    SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
+    ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+):
+    pid = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
+        offs = rows[:, None] * n_cols + cols[None, :]
+        if SELECT_LOADS:
+            safe = tl.minimum(rows, n_rows - 1)[:, None] * n_cols \
+                + tl.minimum(cols, n_cols - 1)[None, :]
+            dy = tl.where(mask, tl.load(DY + safe), 0.0)
+            y = tl.where(mask, tl.load(Y + safe), 0.0)
+        else:
+            dy = tl.load(DY + offs, mask=mask, other=0.0)
+            y = tl.load(Y + offs, mask=mask, other=0.0)
+        dy = dy.to(ACC_DTYPE)
+        y = y.to(ACC_DTYPE)
+        dot = tl.sum(dy * y, axis=1)
+        dx = y * (dy - dot[:, None])
+        tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_looped_kernel(
+    DY,                         # pointer to the output gradient, contiguous [n_rows, n_cols]
+    Y,                          # pointer to the softmax output, same shape
+    DX,                         # pointer to the input gradient, same shape and dtype as DY
+    n_rows,                     # rows
+    n_cols,                     # row length N (any size)
+    BLOCK_N: tl.constexpr,      # columns per tile
+    SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
+    ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+):
+    pid = tl.program_id(0).to(tl.int64)
+    for row in range(pid, n_rows, tl.num_programs(0)):
+        dy_row = DY + row * n_cols
+        y_row = Y + row * n_cols
+        # Pass 1: sum(dy * y), accumulated per lane and reduced once.
+        acc = tl.zeros([BLOCK_N], ACC_DTYPE)
+        for start in range(0, n_cols, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            mask = cols < n_cols
+            if SELECT_LOADS:
+                safe = tl.minimum(cols, n_cols - 1)
+                dy = tl.where(mask, tl.load(dy_row + safe), 0.0)
+                y = tl.where(mask, tl.load(y_row + safe), 0.0)
+            else:
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0)
+                y = tl.load(y_row + cols, mask=mask, other=0.0)
+            acc += dy.to(ACC_DTYPE) * y.to(ACC_DTYPE)
+        dot = tl.sum(acc, axis=0)
+        # Pass 2: dx = y * (dy - dot).
+        dx_row = DX + row * n_cols
+        for start in range(0, n_cols, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            mask = cols < n_cols
+            if SELECT_LOADS:
+                safe = tl.minimum(cols, n_cols - 1)
+                dy = tl.where(mask, tl.load(dy_row + safe), 0.0)
+                y = tl.where(mask, tl.load(y_row + safe), 0.0)
+            else:
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0)
+                y = tl.load(y_row + cols, mask=mask, other=0.0)
+            y = y.to(ACC_DTYPE)
+            dx = y * (dy.to(ACC_DTYPE) - dot)
+            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------------------
+# Launchers
+# --------------------------------------------------------------------------------------
+def _acc_dtype(dtype: torch.dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _as_rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a contiguous [rows, N] matrix, N the last dim (a 0-d tensor is one 1-long row)."""
+    n = t.shape[-1] if t.dim() else 1
+    return t.contiguous().reshape(-1, n)
+
+
+def _fused_rows(profile: Profile, max_fused: int, n_rows: int, block_n: int, dtype) -> int:
+    """Rows per program for the fused kernels: short rows are packed up to a streaming block
+    (the profile's elementwise block; larger tiles measured slower on GPUs), within
+    ``max_fused`` elements, and never so many that some compute unit gets no program."""
+    by_size = max(1, min(max_fused, profile.elementwise_block(dtype)) // block_n)
+    per_unit = max(1, triton.cdiv(n_rows, profile.compute_units))
+    by_units = 1 << (per_unit.bit_length() - 1)  # round down: keep >= compute_units programs
+    return max(1, min(by_size, by_units))
+
+
+def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile) -> torch.Tensor:
+    check_inputs(op, profile, DTYPES, x=x)
+    x2 = _as_rows(x)
+    y = torch.empty_like(x2)
+    n_rows, n_cols = x2.shape
+    if x2.numel() == 0:
+        return y.reshape(x.shape)  # no launch: a zero grid crashes some backends
+    max_fused = profile.max_fused_elements(x.dtype)
+    block_n = next_power_of_2(n_cols)
+    common = dict(LOG=log, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(x.dtype))
+    if block_n <= max_fused and not online:
+        block_m = _fused_rows(profile, max_fused, n_rows, block_n, x.dtype)
+        grid = (profile.capped_grid(triton.cdiv(n_rows, block_m)),)
+        _softmax_fwd_fused_kernel[grid](
+            x2, y, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_m * block_n), **common)
+    else:
+        block_n = min(block_n, max_fused)
+        grid = (profile.capped_grid(n_rows),)
+        _softmax_fwd_online_kernel[grid](
+            x2, y, n_rows, n_cols, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_n), **common)
+    return y.reshape(x.shape)
+
+
+def softmax(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Softmax of ``x`` over its last dim, any rank; a new contiguous tensor of x's dtype."""
+    return _forward("softmax", x, log=False, online=False, profile=profile)
+
+
+def log_softmax(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Log-softmax of ``x`` over its last dim, any rank."""
+    return _forward("log_softmax", x, log=True, online=False, profile=profile)
+
+
+def softmax_online(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Softmax through the online (tiled, two-pass) kernel whatever N is."""
+    return _forward("softmax", x, log=False, online=True, profile=profile)
+
+
+def log_softmax_online(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Log-softmax through the online (tiled, two-pass) kernel whatever N is."""
+    return _forward("log_softmax", x, log=True, online=True, profile=profile)
+
+
+def _backward(dy: torch.Tensor, y: torch.Tensor, looped: bool, profile: Profile) -> torch.Tensor:
+    check_inputs("softmax_backward", profile, DTYPES, dy=dy, y=y)
+    if dy.shape != y.shape:
+        raise ShapeMismatchError(f"softmax_backward: dy and y must have the same shape, got "
+                                 f"dy={tuple(dy.shape)}, y={tuple(y.shape)}")
+    dy2, y2 = _as_rows(dy), _as_rows(y)
+    dx = torch.empty_like(dy2)
+    n_rows, n_cols = dy2.shape
+    if dy2.numel() == 0:
+        return dx.reshape(dy.shape)
+    # Both inputs are held at once: size the block by the wider of the two dtypes.
+    max_fused = min(profile.max_fused_elements(dy.dtype), profile.max_fused_elements(y.dtype))
+    block_n = next_power_of_2(n_cols)
+    wide = torch.promote_types(dy.dtype, y.dtype)
+    common = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(wide))
+    if block_n <= max_fused and not looped:
+        block_m = _fused_rows(profile, max_fused, n_rows, block_n, wide)
+        grid = (profile.capped_grid(triton.cdiv(n_rows, block_m)),)
+        _softmax_bwd_fused_kernel[grid](
+            dy2, y2, dx, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_m * block_n), **common)
+    else:
+        block_n = min(block_n, max_fused)
+        grid = (profile.capped_grid(n_rows),)
+        _softmax_bwd_looped_kernel[grid](
+            dy2, y2, dx, n_rows, n_cols, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_n), **common)
+    return dx.reshape(dy.shape)
+
+
+def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Gradient of softmax over the last dim: ``dx = y * (dy - sum(dy * y))``, dx of dy's dtype."""
+    return _backward(dy, y, looped=False, profile=profile)
+
+
+def softmax_backward_looped(dy: torch.Tensor, y: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """The softmax backward through the tiled two-pass kernel whatever N is."""
+    return _backward(dy, y, looped=True, profile=profile)

@@ -1,0 +1,69 @@
+"""Matrix multiplication."""
+import math
+
+import torch
+
+from triton_cts.registry import OpSpec
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _make_args(a: torch.Tensor, gen: torch.Generator):
+    """x is A (M x K); B is K x N with N drawn in [1, 70) and entries of standard deviation
+    1/sqrt(K), so every entry of C has about unit variance whatever K is."""
+    K = a.shape[-1]
+    n = int(torch.randint(1, 70, (1,), generator=gen))
+    b = torch.randn(K, n, generator=gen, dtype=a.dtype) * (1.0 / math.sqrt(max(K, 1)))
+    return (a, b), {}
+
+
+def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
+# Absolute errors of a dot product grow like sqrt(K) * |a| * |b|; make_args scales B by
+# 1/sqrt(K), which folds that sqrt(K) into the data, so one static atol serves every K.
+# fp16/bf16: the float32 accumulation errs by ~sqrt(K) * 2^-24 relative to the unit-size
+# result, far below the final rounding to fp16 (2^-11) or bf16 (2^-8), which the default
+# rtol covers; the atol covers results near zero (tensor-core accumulators may drop a few
+# low bits per MMA step). fp32 ("ieee" dots): ~sqrt(K/6) * 2^-24 absolute, 3e-6 at K = 4096.
+TOLERANCES = {
+    torch.float16: (1e-3, 1e-4),
+    torch.bfloat16: (1.6e-2, 1e-4),
+    torch.float32: (1e-5, 5e-5),
+}
+
+#: fp32 where the profile runs tf32 dots (``dtypes.tf32 = true``): inputs are rounded to a
+#: 10-bit mantissa (2^-11 relative each), so a unit-variance entry of C is off by ~1e-3,
+#: several times that in the tail. Applies only to such profiles; the suite picks it by
+#: reading profile["dtypes.tf32"].
+TF32_TOLERANCE = (1e-2, 1e-2)
+
+def _error_scale(a: torch.Tensor, b: torch.Tensor):
+    """Rounding in a dot product grows with the terms, not with their (possibly
+    cancelling) sum: (|A| @ |B|) / sqrt(K) is about 1 for the unit-variance data the
+    tolerances above were set on, and larger where inputs carry an offset."""
+    k = max(a.shape[-1], 1)
+    return ((a.abs() @ b.abs()) / k ** 0.5).clamp(min=1.0)
+
+
+MATMUL = OpSpec(
+    name="matmul",
+    description="C = A @ B for 2-D A (M x K) and B (K x N), float32 accumulation, output in "
+                "the input dtype (bf16 dots are not meaningful in the interpreter)",
+    reference=reference,
+    reference_kernel="kernels.matmul:matmul",
+    dtypes=DTYPES,
+    make_args=_make_args,
+    min_ndim=2,
+    max_ndim=2,
+    tolerances=TOLERANCES,
+    tf32_tolerance=TF32_TOLERANCE,
+    error_scale=_error_scale,
+    mode_gaps={("interpreter", torch.bfloat16):
+               "bf16 tl.dot returns wrong values in Triton's interpreter"},
+    # one aligned shape and one with ragged M and K (N is drawn by make_args)
+    compile_shapes=((512, 512), (300, 77)),
+)
+
+OPS = (MATMUL,)

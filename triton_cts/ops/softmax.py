@@ -1,0 +1,78 @@
+"""Softmax, log-softmax (forward, last dim) and the softmax backward."""
+import torch
+
+from triton_cts.registry import OpSpec
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+# Tolerances: the torch defaults hold. A softmax output is at most 1, so atol (1e-5) bounds
+# every element and the float32 kernel's error is a few ulp of 1. A log-softmax output
+# near 0 (one dominant element) carries the absolute error of log(sum), a few ulp of the
+# sum, far below atol; large outputs (-log(sum) of long rows) are bounded by rtol, since the
+# error of x - max - log(sum) is a few ulp of its operands, which are no larger than the
+# output. The backward's dot product sum(dy * y) is a sum of terms weighted by y (summing
+# to 1): its rounding error is a few ulp of max|dy|, again within atol once multiplied by y.
+
+
+def _softmax_ref(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.double(), dim=-1)
+
+
+def _log_softmax_ref(x: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(x.double(), dim=-1)
+
+
+def _softmax_backward_ref(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    dy, y = dy.double(), y.double()
+    if y.dim() == 0:
+        return y * (dy - dy * y)
+    return y * (dy - (dy * y).sum(dim=-1, keepdim=True))
+
+
+def _backward_args(x: torch.Tensor, gen: torch.Generator):
+    """(dy, y): y the softmax of x, computed in float64 and rounded to x's dtype."""
+    y = torch.softmax(x.double(), dim=-1).to(x.dtype)
+    dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
+    return (dy, y), {}
+
+
+SOFTMAX = OpSpec(
+    name="softmax",
+    description="softmax over the last dim, forward",
+    reference=_softmax_ref,
+    reference_kernel="kernels.softmax:softmax",
+    dtypes=FLOATS,
+    make_args=lambda x, gen: ((x,), {}),
+    min_ndim=0,
+    max_ndim=4,
+    compile_shapes=((1024, 4096), (4, 128), (2, 1 << 17)),
+    variants={"online": "kernels.softmax:softmax_online"},
+)
+
+LOG_SOFTMAX = OpSpec(
+    name="log_softmax",
+    description="log-softmax over the last dim, forward",
+    reference=_log_softmax_ref,
+    reference_kernel="kernels.softmax:log_softmax",
+    dtypes=FLOATS,
+    make_args=lambda x, gen: ((x,), {}),
+    min_ndim=0,
+    max_ndim=4,
+    compile_shapes=((1024, 4096), (4, 128), (2, 1 << 17)),
+    variants={"online": "kernels.softmax:log_softmax_online"},
+)
+
+SOFTMAX_BACKWARD = OpSpec(
+    name="softmax_backward",
+    description="softmax over the last dim, backward: dx = y * (dy - sum(dy * y))",
+    reference=_softmax_backward_ref,
+    reference_kernel="kernels.softmax:softmax_backward",
+    dtypes=FLOATS,
+    make_args=_backward_args,
+    min_ndim=0,
+    max_ndim=4,
+    compile_shapes=((1024, 4096), (4, 128), (2, 1 << 17)),
+    variants={"looped": "kernels.softmax:softmax_backward_looped"},
+)
+
+OPS = (SOFTMAX, LOG_SOFTMAX, SOFTMAX_BACKWARD)
