@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from triton_cts.profiles import Profile
 from triton_cts.registry import OpSpec
 
-MAX_NUMEL = int(os.environ.get("TRITON_CTS_MAX_NUMEL", 1 << 14))
+MAX_NUMEL = int(os.environ.get("TRITON_CTS_MAX_NUMEL", 1 << 11))
 #: Derived profiles have tiny blocks, so the same tensor takes many more loop steps.
-FUZZ_NUMEL = max(1, MAX_NUMEL // 16)
+FUZZ_NUMEL = max(1, MAX_NUMEL // 4)
 
 #: Sizes that break kernels: 1, primes, powers of two and their neighbours.
 INTERESTING_DIMS = (1, 2, 3, 5, 7, 13, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,

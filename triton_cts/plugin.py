@@ -33,7 +33,7 @@ def _register_hypothesis_profiles() -> None:
     # examples is safe.
     slow = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
             HealthCheck.function_scoped_fixture]
-    settings.register_profile("ci", max_examples=5, derandomize=True, deadline=None,
+    settings.register_profile("ci", max_examples=3, derandomize=True, deadline=None,
                               print_blob=True, suppress_health_check=slow)
     settings.register_profile("dev", max_examples=30, deadline=None, print_blob=True,
                               suppress_health_check=slow)

@@ -29,12 +29,21 @@ def _factors(x: torch.Tensor, gen: torch.Generator, dim: int | None) -> torch.Te
     """A new tensor in x's dtype whose product over ``dim`` (None: everything) is finite and
     far from trivial: exp(s * (x - mean) + L / n) with s = min(1/4, 10/sqrt(n)), n the
     reduction length and L ~ N(0, 1) per reduced slice, so each product is about e^L while
-    every partial product stays within e^(+-30) (no overflow in any order). Non-finite
+    every partial product stays within e^(+-30) (no overflow in any order). x is first
+    standardized over its finite entries (clamped to 6 standard deviations), so every
+    value kind (wide range, large offset, subnormal) gives such factors. Non-finite
     entries of x stay non-finite (nan -> nan, inf -> inf, -inf -> 0)."""
     if x.numel() == 0:
         return x.clone()
     z = x.double() if x.dim() else x.double().reshape(1)
-    finite = torch.where(torch.isfinite(z), z, torch.zeros_like(z))
+    is_finite = torch.isfinite(z)
+    if is_finite.any():
+        vals = z[is_finite]
+        spread = vals.std(unbiased=False) if vals.numel() > 1 else vals.new_tensor(0.0)
+        spread = spread if spread > 0 else vals.new_tensor(1.0)
+        standard = ((z - vals.mean()) / spread).clamp(-6.0, 6.0)
+        z = torch.where(is_finite, standard, z)
+    finite = torch.where(is_finite, z, torch.zeros_like(z))
     if dim is None:
         n = z.numel()
         mean = finite.sum() / n
