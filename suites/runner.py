@@ -118,14 +118,23 @@ def clone_args(args):
 
 def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = True):
     """The implementation's outputs (device/interpreter) or captured launches (compile).
-    ``profile`` overrides the target's (for derived profiles)."""
+    ``profile`` overrides the target's (for derived profiles). An implementation that
+    declines a dtype with :class:`UnsupportedDtypeError` (an atomic the profile lacks for
+    it, say) makes the check not supported, with its message as the reason."""
+    import pytest
+    from triton_cts.launch import UnsupportedDtypeError
+    from triton_cts.plugin import NOT_SUPPORTED
+
     fn = target.impl.load()
     profile = profile or target.profile
     ctx = poisoned_allocations() if poison and target.mode is not Mode.COMPILE \
         else contextlib.nullcontext()
-    with ctx:
-        return execute(fn, target.mode, profile, clone_args(args), kwargs,
-                       takes_profile=target.impl.takes_profile(fn))
+    try:
+        with ctx:
+            return execute(fn, target.mode, profile, clone_args(args), kwargs,
+                           takes_profile=target.impl.takes_profile(fn))
+    except UnsupportedDtypeError as exc:
+        pytest.skip(NOT_SUPPORTED + str(exc))
 
 
 def run_reference(target, args: tuple, kwargs: dict):

@@ -27,14 +27,18 @@ NOT_SUPPORTED = "not supported: "
 
 # ---- hypothesis profiles (selected with pytest's --hypothesis-profile) ------------------
 def _register_hypothesis_profiles() -> None:
-    from hypothesis import HealthCheck, settings
+    from hypothesis import HealthCheck, Phase, settings
 
     # Suite fixtures (repro command, record_property) are pure, so sharing them across
     # examples is safe.
     slow = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
             HealthCheck.function_scoped_fixture]
+    # ci reports the first failing example without shrinking it (shrinking under the
+    # interpreter can take many minutes); rerun the printed command with
+    # --hypothesis-profile dev to get the minimal one.
     settings.register_profile("ci", max_examples=3, derandomize=True, deadline=None,
-                              print_blob=True, suppress_health_check=slow)
+                              print_blob=True, suppress_health_check=slow,
+                              phases=[Phase.explicit, Phase.reuse, Phase.generate])
     settings.register_profile("dev", max_examples=30, deadline=None, print_blob=True,
                               suppress_health_check=slow)
     settings.register_profile("thorough", max_examples=300, deadline=None, print_blob=True,
