@@ -14,10 +14,16 @@ import torch
 
 from triton_cts.modes import Mode, execute
 
-#: Guard after each buffer: at least as long as the buffer and 64 KiB, so a store that
-#: overruns by up to one block (MAX_FUSED_SIZE is at most 64 KiB in every bundled profile)
-#: lands in the guard instead of corrupting other memory.
-GUARD_BYTES = 1 << 16
+def _largest_block_bytes() -> int:
+    """The largest block any bundled profile lets a program hold (MAX_FUSED_SIZE)."""
+    from triton_cts.profiles import load_profiles
+    return max(p["launch.max_fused_size_bytes"] for p in load_profiles().values())
+
+
+#: Guard after each buffer: at least as long as the buffer and one whole block of the
+#: largest profile, so a store that overruns by up to one block lands in the guard
+#: instead of corrupting other memory.
+GUARD_BYTES = _largest_block_bytes()
 _INT_SENTINEL = 0x5A5A5A5A5A5A5A5A
 
 
