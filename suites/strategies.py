@@ -114,9 +114,9 @@ class Case(NamedTuple):
 
 @st.composite
 def cases(draw, op: OpSpec, profile: Profile, dtype: torch.dtype,
-          max_numel: int = MAX_NUMEL) -> Case:
+          max_numel: int = MAX_NUMEL, kinds: tuple[str, ...] = VALUE_KINDS) -> Case:
     shape = draw(shapes(op, max_numel))
-    kind = draw(st.sampled_from(VALUE_KINDS))
+    kind = draw(st.sampled_from(kinds))
     seed = draw(st.integers(0, 2**31 - 1))
     layout = draw(st.sampled_from(LAYOUTS))
     x = with_layout(make_values(shape, dtype, kind, seed), layout)

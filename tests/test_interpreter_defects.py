@@ -1,0 +1,29 @@
+"""The interpreter-defect probes agree with what real kernels see, and only the inputs a
+detected defect affects are left out of interpreter-mode checks."""
+import torch
+
+from suites import strategies as hh
+from triton_cts import interpreter_defects, launches
+from triton_cts.profiles import load_profile
+from tests.helpers import CHECKOUT
+from kernels.reductions import max_dim
+
+
+def test_bf16_probe_matches_a_real_kernel():
+    """max of a single bf16 subnormal is the value itself: the probe must report a defect
+    exactly when the interpreter gets this wrong."""
+    profile = load_profile(CHECKOUT / "vendor_profiles" / "nvidia-sm90.toml")
+    x = hh.make_values((33, 1), torch.bfloat16, "tiny", seed=33885194)
+    with launches.interpreted():
+        values, _ = max_dim(x, profile=profile)
+    kernel_correct = torch.equal(values, x[:, 0])
+    excluded = interpreter_defects.excluded_value_kinds(torch.bfloat16)
+    assert ("tiny" in excluded) == (not kernel_correct), excluded
+
+
+def test_only_known_kinds_are_excluded():
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32):
+        excluded = interpreter_defects.excluded_value_kinds(dtype)
+        assert set(excluded) <= set(hh.VALUE_KINDS)
+        assert all(reason for reason in excluded.values())
+    assert interpreter_defects.excluded_value_kinds(torch.float32) == {}

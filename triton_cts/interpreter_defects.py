@@ -1,0 +1,51 @@
+"""Known defects of Triton's CPU interpreter, each detected by a probe rather than a version
+table, so the suite stops working around a defect as soon as the installed Triton fixes it.
+
+A defect here is a wrong answer the interpreter gives for correct kernels. Interpreter-mode
+checks do not draw the inputs a defect affects (a kernel cannot be judged on them), and the
+report states which inputs were left out and why.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from triton_cts import launches
+
+
+@triton.jit
+def _cast_roundtrip_kernel(X, UP, DOWN, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(X + offs)
+    up = x.to(tl.float32)
+    tl.store(UP + offs, up)
+    tl.store(DOWN + offs, up.to(DOWN.dtype.element_ty))
+
+
+@functools.cache
+def _bf16_subnormals_convert_exactly() -> bool:
+    """Whether bf16 subnormals survive bf16 -> float32 -> bf16 in the interpreter.
+
+    Triton's interpreter converts between float formats bit by bit and normalises a
+    subnormal input even when the output format has the same exponent range (bf16 and
+    float32 do), which scrambles the value (7.5e-39 comes back as 1.5e-39)."""
+    tiny = torch.finfo(torch.bfloat16).tiny
+    x = torch.tensor([tiny * f for f in (0.5, 0.25, 0.75, 0.125, -0.5, 0.0, 1.0, 2.0)],
+                     dtype=torch.bfloat16)
+    up = torch.empty(x.shape, dtype=torch.float32)
+    down = torch.empty_like(x)
+    with launches.interpreted():
+        _cast_roundtrip_kernel[(1,)](x, up, down, x.numel())
+    return torch.equal(up, x.float()) and torch.equal(down, x)
+
+
+def excluded_value_kinds(dtype: torch.dtype) -> dict[str, str]:
+    """Value kinds (see ``suites.strategies.VALUE_KINDS``) the interpreter cannot be judged
+    on for ``dtype``, each with the reason."""
+    if dtype is torch.bfloat16 and not _bf16_subnormals_convert_exactly():
+        return {"tiny": f"the interpreter of triton {triton.__version__} converts bf16 "
+                        "subnormals to float32 wrongly"}
+    return {}
