@@ -51,6 +51,10 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
     (lambda d: d["launch"].update(max_grid_num=2**40), "launch.max_grid_num", "exceeds"),
     (lambda d: d["target"].update(backend="hip"), "target.backend", "needs backend 'cuda'"),
     (lambda d: d.pop("io"), "io", "missing table"),
+    (lambda d: d["compile"].update(min_occupancy_waves=32), "compile.min_occupancy_waves",
+     "at most compile.max_waves_per_simd = 16"),
+    (lambda d: d["compile"].update(shared_memory_per_cu=1024), "compile.shared_memory_per_cu",
+     "smaller than limits.shared_memory_per_block"),
 ])
 def test_invalid_profile_names_file_field_and_expectation(tmp_path, change, field, expected):
     path = _mutate(tmp_path, change)
@@ -82,6 +86,7 @@ def test_profile_dir_adds_profiles_and_refuses_duplicates(tmp_path):
     data["name"] = "amd-gfx950"
     data["target"]["arch"] = "gfx950"
     data["limits"]["shared_memory_per_block"] = 163840
+    data["compile"]["shared_memory_per_cu"] = 163840   # 160 KiB LDS per CU on gfx950
     write_toml(tmp_path / "amd-gfx950.toml", data)
     profiles = load_profiles([tmp_path])
     assert profiles["amd-gfx950"]["limits.shared_memory_per_block"] == 163840

@@ -150,6 +150,21 @@ SCHEMA: dict[str, Any] = {
             and all(_is_number(x) for x in v.values()),
             "a table of dtype name (or 'tf32') -> TFLOP/s"),
     },
+    # What a compiled kernel is held against beyond the hard limits: the occupancy model
+    # (resident waves per SIMD / warp scheduler) and the quality floor.
+    "compile": {
+        "simds_per_cu": Field(_is_pos_int, "a positive int (SIMDs or warp schedulers per "
+                                           "SM/CU/WGP: where waves are resident)"),
+        "max_waves_per_simd": Field(_is_pos_int, "a positive int (resident waves/warps per SIMD)"),
+        "shared_memory_per_cu": Field(_is_pos_int, "a positive int (bytes of shared memory, LDS "
+                                                   "or UB the resident blocks share)"),
+        "max_blocks_per_cu": Field(_is_pos_int, "a positive int (resident blocks/workgroups)"),
+        "register_allocation_unit": Field(
+            _is_pos_int, "a positive int (registers per warp are allocated in multiples of "
+                         "this; used where the compiler reports no occupancy)", required=False),
+        "min_occupancy_waves": Field(_is_number, "a number >= 0 (waves per SIMD below which "
+                                                 "a kernel gets a quality warning)"),
+    },
     # Optional tables: {op: {dtype: {rtol, atol}}} and {op: [config tables]}.
     "tolerances": Field(_is_table, "a table op -> dtype -> {rtol, atol}", required=False),
     "autotune": Field(_is_table, "a table op -> list of config tables", required=False),
@@ -215,6 +230,14 @@ def _check_consistency(d: dict, source: str) -> None:
     if lim["grid_max_product"] < max(lim["grid_max"][1:]):
         raise ProfileError(source, "limits.grid_max_product",
                            "smaller than the limit of axis 1 or 2")
+    comp = d["compile"]
+    if comp["min_occupancy_waves"] > comp["max_waves_per_simd"]:
+        raise ProfileError(source, "compile.min_occupancy_waves",
+                           f"expected at most compile.max_waves_per_simd = "
+                           f"{comp['max_waves_per_simd']}")
+    if comp["shared_memory_per_cu"] < lim["shared_memory_per_block"]:
+        raise ProfileError(source, "compile.shared_memory_per_cu",
+                           "smaller than limits.shared_memory_per_block")
     supported = set(d["dtypes"]["supported"])
     for group in ("dtypes.dot", *(f"atomics.{op}" for op in ATOMIC_OPS)):
         sect, key = group.split(".")
