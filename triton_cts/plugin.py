@@ -23,6 +23,7 @@ from triton_cts.registry import Implementation, OpSpec, Registry, default_regist
 from triton_cts.vendors import DeviceInfo, UsageError, attached_device, match_device, select_profiles
 
 NOT_SUPPORTED = "not supported: "
+pytest_plugins = ["triton_cts.reporting"]  # result records, expectations, shards, reports
 
 
 # ---- hypothesis profiles (selected with pytest's --hypothesis-profile) ------------------
@@ -232,6 +233,7 @@ def repro(request) -> str:
     target = request.node.callspec.params.get("target") if hasattr(request.node, "callspec") else None
     nodeid = shlex.quote(request.node.nodeid)
     extra = f" {sel.repro_options(target)}" if target is not None else ""
+    request.node.user_properties.append(("repro", f"pytest {nodeid}{extra}"))  # for reports
     return f"pytest {nodeid}{extra}"
 
 

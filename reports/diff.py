@@ -1,0 +1,80 @@
+"""Transitions between two reports: new failures, fixes, other status changes, and
+compile-stat regressions."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from triton_cts.results import Status
+
+#: A compile stat whose name matches is worse when it grows (registers, spills, memory,
+#: time) or, for occupancy, when it shrinks.
+HIGHER_IS_WORSE = re.compile(r"reg|spill|shared|lds|smem|scratch|stack|bytes|time|_ms\b|_s\b|instr", re.I)
+LOWER_IS_WORSE = re.compile(r"occupancy", re.I)
+
+
+@dataclass
+class Diff:
+    new_failures: list = field(default_factory=list)   # (test id, old status or None, new)
+    fixes: list = field(default_factory=list)
+    changed: list = field(default_factory=list)
+    added: list = field(default_factory=list)
+    removed: list = field(default_factory=list)
+    compile_regressions: list = field(default_factory=list)  # (test id, kernel key, stat, old, new)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.new_failures or self.compile_regressions)
+
+
+def diff(old: dict, new: dict) -> Diff:
+    before = {r["test_id"]: r for r in old["records"]}
+    after = {r["test_id"]: r for r in new["records"]}
+    d = Diff()
+    for tid, rec in after.items():
+        now = Status(rec["status"])
+        prev = before.get(tid)
+        was = Status(prev["status"]) if prev else None
+        if prev is None:
+            d.added.append((tid, None, now))
+        if not now.conforms and (was is None or was.conforms):
+            d.new_failures.append((tid, was, now))
+        elif now.conforms and was is not None and not was.conforms:
+            d.fixes.append((tid, was, now))
+        elif was is not None and was is not now:
+            d.changed.append((tid, was, now))
+        if prev is not None:
+            d.compile_regressions += compile_regressions(tid, prev.get("compile_stats") or [],
+                                                         rec.get("compile_stats") or [])
+    d.removed = [(tid, Status(r["status"]), None) for tid, r in before.items() if tid not in after]
+    return d
+
+
+def _stats_key(stats: dict) -> str:
+    """A compiled kernel's identity: its non-numeric fields (kernel, dtype, shape, ...)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(stats.items()) if not _is_number(v)) or "-"
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def compile_regressions(test_id: str, old: list[dict], new: list[dict]) -> list[tuple]:
+    old_by_key = {_stats_key(s): s for s in old if isinstance(s, dict)}
+    out = []
+    for stats in new:
+        if not isinstance(stats, dict):
+            continue
+        key = _stats_key(stats)
+        prev = old_by_key.get(key)
+        if prev is None:
+            continue
+        for name, value in stats.items():
+            was = prev.get(name)
+            if not (_is_number(value) and _is_number(was)) or value == was:
+                continue
+            worse = value < was if LOWER_IS_WORSE.search(name) else \
+                value > was if HIGHER_IS_WORSE.search(name) else False
+            if worse:
+                out.append((test_id, key, name, was, value))
+    return out
