@@ -144,16 +144,24 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
 
 
 def run_reference(target, args: tuple, kwargs: dict):
-    return target.op.reference(*upcast(clone_args(args)),
-                               **{k: upcast(v) for k, v in kwargs.items()})
+    return provided(target, target.op.reference(*upcast(clone_args(args)),
+                                                **{k: upcast(v) for k, v in kwargs.items()}))
 
 
 def error_scales(target, args: tuple, kwargs: dict):
     """Per-output atol multipliers from the op's error model, or None."""
     if target.op.error_scale is None:
         return None
-    return as_tuple(target.op.error_scale(*upcast(clone_args(args)),
-                                          **{k: upcast(v) for k, v in kwargs.items()}))
+    return provided(target, as_tuple(target.op.error_scale(
+        *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+
+
+def provided(target, values):
+    """The op's outputs the implementation computes (``Implementation.outputs``)."""
+    if target.impl.outputs is None:
+        return values
+    values = as_tuple(values)
+    return tuple(values[i] for i in target.impl.outputs)
 
 
 def as_tuple(value):

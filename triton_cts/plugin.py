@@ -186,7 +186,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     per_dtype = "dtype" in metafunc.fixturenames
     params = []
     for target in sel.targets(modes=modes):
-        reason = unsupported_reason(target.mode, target.profile, sel.device_profile)
+        reason = (unsupported_reason(target.mode, target.profile, sel.device_profile)
+                  or target.impl.unsupported_reason(target.mode, target.profile))
         if not per_dtype:
             marks = [pytest.mark.skip(reason=NOT_SUPPORTED + reason)] if reason else []
             params.append(pytest.param(target, id=target.id, marks=marks))

@@ -74,11 +74,24 @@ class OpSpec:
 
 @dataclass(frozen=True)
 class Implementation:
-    """One callable computing ``op``; ``target`` is ``module:function``."""
+    """One callable computing ``op``; ``target`` is ``module:function``.
+
+    ``outputs``: where the callable computes only some of the op's outputs (a library
+    layer norm that returns y but not mean and rstd), the indices of those it returns, in
+    order; the suites compare them with the same outputs of the reference. None: all.
+    ``unsupported(mode, profile)``: why it cannot run in that mode for that profile on this
+    machine (its library is not installed, say), or None; such checks are reported as not
+    supported.
+    """
 
     name: str
     op: str
     target: str
+    outputs: tuple[int, ...] | None = None
+    unsupported: Callable[[str, object], str | None] | None = field(default=None, compare=False)
+
+    def unsupported_reason(self, mode, profile) -> str | None:
+        return self.unsupported(str(mode), profile) if self.unsupported else None
 
     def load(self) -> Callable:
         return loader.resolve(self.target)
@@ -147,5 +160,8 @@ class Registry:
 
 
 def default_registry() -> Registry:
+    from triton_cts import adapters
     from triton_cts.ops import ALL_OPS
-    return Registry({op.name: op for op in ALL_OPS})
+    registry = Registry({op.name: op for op in ALL_OPS})
+    adapters.register(registry)  # third-party libraries, by name (--impl liger)
+    return registry

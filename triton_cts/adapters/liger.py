@@ -1,0 +1,170 @@
+"""Liger-Kernel 0.8.x (``pip install liger-kernel``) on the ops' interfaces.
+
+Liger's public API is ``torch.autograd.Function`` classes (``LigerLayerNormFunction``,
+``LigerRMSNormFunction``, ``LigerSoftmaxFunction``, ``LigerGELUMulFunction``); each
+forward/backward calls plain ``*_forward`` / ``*_backward`` functions, which this adapter
+calls directly: they take the saved statistics (mean, rstd) our backward ops take and
+return the ones our forward ops return. Like the Functions (``ensure_contiguous``), the
+adapter makes inputs contiguous first; the library's functions view them as 2-D rows.
+
+Liger computes in float32 and maps only float16, bfloat16 and float32 to Triton types:
+float64 is reported as not supported rather than checked against a float64 bound.
+Liger has no kernel for log-softmax, batch norm, max, prod, matmul or the prenorm
+residual-dropout layer norm: those ops are not registered for it.
+"""
+from __future__ import annotations
+
+import torch
+
+from triton_cts.launch import UnsupportedDtypeError
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+OPS = {
+    "gelu": "gelu",
+    "gelu_backward": "gelu_backward",
+    "softmax": "softmax",
+    "softmax_backward": "softmax_backward",
+    "layer_norm": "layer_norm",
+    "layer_norm_backward": "layer_norm_backward",
+    "rms_norm": "rms_norm",
+    "rms_norm_backward": "rms_norm_backward",
+}
+
+# LigerRMSNormFunction's defaults: no weight offset, Llama casting (rstd in float32).
+RMS_OFFSET = 0.0
+RMS_CASTING_MODE = "llama"
+
+
+# Kernels Triton's interpreter cannot run (seen with triton 3.9; TRITON_INTERPRET=1 fails
+# the same way outside the suite).
+_LIBDEVICE = ("Liger's kernel calls a libdevice function imported by name ({}), which "
+              "Triton's interpreter does not patch (the call returns None)")
+_FLOAT_ARG = ("Liger's kernel calls .to() on a float argument ({}), which Triton's "
+              "interpreter passes as a Python float")
+INTERPRETER_GAPS = {
+    "gelu": _LIBDEVICE.format("tanh"),
+    "gelu_backward": _LIBDEVICE.format("tanh"),
+    "layer_norm": _FLOAT_ARG.format("eps"),
+    "rms_norm": _FLOAT_ARG.format("eps, offset"),
+    "rms_norm_backward": _FLOAT_ARG.format("offset"),
+}
+
+#: Ops whose kernels compute in bfloat16 without upcasting, which Triton's interpreter
+#: gets wrong (3.9: a bf16 x * y returns garbage); their bf16 interpreter checks are not
+#: supported.
+BF16_ARITHMETIC = ("softmax_backward",)
+
+
+def unsupported(op: str, mode: str, profile) -> str | None:
+    if mode == "interpreter" and op in INTERPRETER_GAPS:
+        return INTERPRETER_GAPS[op]
+    # calculate_settings picks num_warps from the host (torch.version.hip), not from the
+    # target: cross-compiling from a CUDA or CPU host for a HIP profile would check
+    # launches Liger never makes on that hardware.
+    if mode == "compile" and profile.backend == "hip" and torch.version.hip is None:
+        return ("liger-kernel picks num_warps from the host's torch build (torch.version.hip), "
+                "not from the target, so its HIP launches can only be checked on a ROCm host")
+    return None
+
+
+def _check_dtype(op: str, *tensors: torch.Tensor) -> None:
+    from triton import knobs
+    for t in tensors:
+        if t.dtype not in DTYPES:
+            raise UnsupportedDtypeError(
+                f"liger-kernel's {op} computes in float32 and takes float16, bfloat16 or "
+                f"float32, not {str(t.dtype).removeprefix('torch.')}")
+        if t.dtype == torch.bfloat16 and op in BF16_ARITHMETIC and knobs.runtime.interpret:
+            raise UnsupportedDtypeError(
+                f"liger-kernel's {op} computes in bfloat16, whose arithmetic Triton's "
+                f"interpreter gets wrong")
+
+
+def _contiguous(*tensors):
+    return tuple(t.contiguous() for t in tensors)
+
+
+def _rows(*tensors):
+    """Contiguous, and a 0-d tensor as one row of one element: Liger's functions view
+    their inputs as rows over the last dim, which a 0-d tensor lacks."""
+    return tuple(t.contiguous().reshape(1) if t.dim() == 0 else t.contiguous()
+                 for t in tensors)
+
+
+# ---- GELU (tanh): Liger's only GELU kernel is GEGLU, gelu(a) * b ------------------------
+# With b = 1 the product is exact (gelu(a) is rounded to b's dtype, then times 1.0), and
+# the backward's da = dc * b * gelu'(a) is dc * gelu'(a): Liger's own GELU math, unchanged.
+def gelu(x):
+    from liger_kernel.ops.geglu import geglu_forward
+    _check_dtype("gelu", x)
+    (a,) = _rows(x)
+    _, _, c = geglu_forward(a, torch.ones_like(a))
+    return c.reshape(x.shape)
+
+
+def gelu_backward(dy, x):
+    from liger_kernel.ops.geglu import geglu_backward
+    _check_dtype("gelu_backward", dy, x)
+    # geglu_backward writes da into a and db into b: give it copies
+    a, dc = _rows(x.clone(), dy)
+    da, _ = geglu_backward(a, torch.ones_like(a), dc)
+    return da.reshape(x.shape)
+
+
+# ---- softmax ------------------------------------------------------------------------
+def softmax(x):
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    _check_dtype("softmax", x)
+    return LigerSoftmaxFunction.apply(*_rows(x)).reshape(x.shape)
+
+
+def softmax_backward(dy, y):
+    # LigerSoftmaxFunction.backward calls _softmax_backward with the settings its forward
+    # chose for the row length; recompute them the same way.
+    from liger_kernel.ops.softmax import _softmax_backward
+    from liger_kernel.ops.utils import calculate_settings
+    _check_dtype("softmax_backward", dy, y)
+    dy2, y2 = _rows(dy, y)
+    block_size, num_warps = calculate_settings(y2.shape[-1])
+    dx = _softmax_backward(dy2, y2, block_size, num_warps, y2.shape[-1] > block_size)
+    return dx.reshape(y.shape)
+
+
+# ---- layer norm ---------------------------------------------------------------------
+def layer_norm(x, weight, bias, eps):
+    from liger_kernel.ops.layer_norm import layer_norm_forward
+    _check_dtype("layer_norm", x, weight, bias)
+    y, _, mean, rstd, _, _ = layer_norm_forward(*_contiguous(x, weight, bias), eps)
+    return y, mean.view(x.shape[:-1]), rstd.view(x.shape[:-1])
+
+
+def layer_norm_backward(dy, x, weight, bias, mean, rstd):
+    from liger_kernel.ops.layer_norm import layer_norm_backward as backward
+    _check_dtype("layer_norm_backward", dy, x, weight, bias)
+    n = x.shape[-1]
+    dy, x, weight, bias = _contiguous(dy, x, weight, bias)
+    dx, dweight, dbias = backward(dy, x.view(-1, n), weight, bias,
+                                  mean.contiguous().view(-1), rstd.contiguous().view(-1))
+    return dx, dweight, dbias
+
+
+# ---- RMS norm -----------------------------------------------------------------------
+def rms_norm(x, weight, eps):
+    from liger_kernel.ops.rms_norm import rms_norm_forward
+    _check_dtype("rms_norm", x, weight)
+    y, _, rstd, _, _, _ = rms_norm_forward(*_contiguous(x, weight), eps, RMS_OFFSET,
+                                           RMS_CASTING_MODE, None)
+    return y, rstd.view(x.shape[:-1])
+
+
+def rms_norm_backward(dy, x, weight, rstd):
+    from liger_kernel.ops.rms_norm import _str_to_casting_mode, rms_norm_backward as backward
+    from liger_kernel.ops.utils import calculate_settings
+    _check_dtype("rms_norm_backward", dy, x, weight)
+    n = x.shape[-1]
+    block_size, num_warps = calculate_settings(n)
+    dy, x, weight = _contiguous(dy, x, weight)
+    # in_place=False: the Function's default writes dx over dy
+    return backward(dy, x.view(-1, n), weight, rstd.contiguous().view(-1), RMS_OFFSET,
+                    _str_to_casting_mode[RMS_CASTING_MODE], block_size, num_warps, False, None)
