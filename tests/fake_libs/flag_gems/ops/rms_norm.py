@@ -4,7 +4,7 @@ from _fake_lib_fault import planted
 
 
 def _acc(x):
-    return x.double() if x.dtype == torch.float64 else x.float()
+    return x.double()  # exact enough that only the adapter mapping is tested
 
 
 def rms_norm_forward(x, normalized_shape, weight, eps=1e-5):

@@ -4,7 +4,7 @@ from _fake_lib_fault import planted
 
 
 def _gelu(a):
-    return torch.nn.functional.gelu(a.float(), approximate="tanh")
+    return torch.nn.functional.gelu(a.double(), approximate="tanh")
 
 
 def geglu_forward(a, b):
@@ -14,12 +14,12 @@ def geglu_forward(a, b):
 
 def geglu_backward(a, b, dc):
     """Writes da into a and db into b, as the real one does."""
-    x = a.detach().float().requires_grad_()
+    x = a.detach().double().requires_grad_()
     with torch.enable_grad():
         (grad,) = torch.autograd.grad(torch.nn.functional.gelu(x, approximate="tanh"), x,
                                       torch.ones_like(x))
-    da = planted("geglu_backward", dc.float() * b.float() * grad)
-    db = dc.float() * _gelu(a)
+    da = planted("geglu_backward", dc.double() * b.double() * grad)
+    db = dc.double() * _gelu(a)
     a.copy_(da.to(a.dtype))
     b.copy_(db.to(b.dtype))
     return a, b

@@ -8,17 +8,18 @@ _str_to_casting_mode = {"llama": 0, "gemma": 1, "none": -1}
 def rms_norm_forward(X, W, eps, offset, casting_mode, row_mode):
     shape = X.shape
     X = X.view(-1, shape[-1])
-    rstd = torch.rsqrt(X.float().pow(2).mean(-1) + eps)
-    y = (X.float() * rstd[:, None]).to(X.dtype) * (W + offset)
-    return planted("rms_norm_forward", y).view(*shape), X, rstd, 1024, 4, casting_mode
+    rstd = torch.rsqrt(X.double().pow(2).mean(-1) + eps)
+    y = (X.double() * rstd[:, None]).to(X.dtype) * (W + offset)
+    return (planted("rms_norm_forward", y).view(*shape), X, rstd.float(), 1024, 4,
+            casting_mode)
 
 
 def rms_norm_backward(dY, X, W, RSTD, offset, casting_mode, BLOCK_SIZE, num_warps, in_place,
                       row_mode, needs_dw=None):
     shape = dY.shape
-    dy = dY.view(-1, shape[-1]).float()
-    xhat = X.float() * RSTD[:, None]
-    wdy = dy * (W.float() + offset)
+    dy = dY.view(-1, shape[-1]).double()
+    xhat = X.double() * RSTD[:, None]
+    wdy = dy * (W.double() + offset)
     n = xhat.shape[-1]
     dx = (wdy - xhat * (wdy * xhat).sum(-1, keepdim=True) / n) * RSTD[:, None]
     dw = (dy * xhat).sum(0).to(W.dtype)
