@@ -21,6 +21,7 @@ class Bench:
     torch_eager: Callable[[], object]
     bytes: int = 0     # memory-bound: bytes of one read of inputs + one write of outputs
     flops: int = 0     # compute-bound: floating-point operations
+    args: tuple = ()   # the op's arguments, as its OpSpec.make_args builds them
 
 
 def _nbytes(*tensors) -> int:
@@ -36,23 +37,24 @@ def memory_bound(op: str, shape, dtype, profile) -> Bench:
     if op == "gelu":
         from kernels.gelu import gelu
         return Bench(op, shape, dtype, lambda: gelu(x, profile=profile),
-                     lambda: F.gelu(x, approximate="tanh"), _nbytes(x, x))
+                     lambda: F.gelu(x, approximate="tanh"), _nbytes(x, x), args=(x,))
     if op == "softmax":
         from kernels.softmax import softmax
         return Bench(op, shape, dtype, lambda: softmax(x, profile=profile),
-                     lambda: torch.softmax(x, -1), _nbytes(x, x))
+                     lambda: torch.softmax(x, -1), _nbytes(x, x), args=(x,))
     if op == "log_softmax":
         from kernels.softmax import log_softmax
         return Bench(op, shape, dtype, lambda: log_softmax(x, profile=profile),
-                     lambda: torch.log_softmax(x, -1), _nbytes(x, x))
+                     lambda: torch.log_softmax(x, -1), _nbytes(x, x), args=(x,))
     if op in ("layer_norm", "rms_norm", "layer_norm_fwd_bwd"):
         from kernels.layer_norm import layer_norm, layer_norm_backward, rms_norm
     if op == "layer_norm":
         return Bench(op, shape, dtype, lambda: layer_norm(x, w, b, 1e-5, profile=profile),
-                     lambda: F.layer_norm(x, (n,), w, b, 1e-5), _nbytes(x, x, w, b))
+                     lambda: F.layer_norm(x, (n,), w, b, 1e-5), _nbytes(x, x, w, b),
+                     args=(x, w, b, 1e-5))
     if op == "rms_norm":
         return Bench(op, shape, dtype, lambda: rms_norm(x, w, 1e-6, profile=profile),
-                     lambda: F.rms_norm(x, (n,), w, 1e-6), _nbytes(x, x, w))
+                     lambda: F.rms_norm(x, (n,), w, 1e-6), _nbytes(x, x, w), args=(x, w, 1e-6))
     if op == "layer_norm_fwd_bwd":
         dy = torch.randn_like(x)
         xt = x.detach().clone().requires_grad_()
@@ -67,7 +69,7 @@ def memory_bound(op: str, shape, dtype, profile) -> Bench:
             y = F.layer_norm(xt, (n,), wt, bt, 1e-5)
             return torch.autograd.grad(y, (xt, wt, bt), dy)
         # forward: read x, write y; backward: read dy and x, write dx (weights negligible)
-        return Bench(op, shape, dtype, ours, eager, _nbytes(x) * 5)
+        return Bench(op, shape, dtype, ours, eager, _nbytes(x) * 5, args=(dy, x, w, b))
     raise KeyError(op)
 
 
@@ -76,7 +78,29 @@ def matmul(size: int, dtype, profile) -> Bench:
     a = torch.randn(size, size, device="cuda", dtype=dtype)
     b = torch.randn(size, size, device="cuda", dtype=dtype)
     return Bench("matmul", (size, size, size), dtype, lambda: mm(a, b, profile=profile),
-                 lambda: torch.matmul(a, b), flops=2 * size ** 3)
+                 lambda: torch.matmul(a, b), flops=2 * size ** 3, args=(a, b))
+
+
+def library_call(lib_name: str, bench: Bench) -> Callable[[], object] | None:
+    """The library's kernel for ``bench`` through its adapter (triton_cts/adapters/), called
+    on the same tensors as ours; None where the library has no kernel for the op."""
+    import importlib
+
+    from triton_cts import adapters
+    adapter = importlib.import_module(adapters.by_name(lib_name).adapter)
+    if bench.op == "layer_norm_fwd_bwd":
+        if not {"layer_norm", "layer_norm_backward"} <= adapter.OPS.keys():
+            return None
+        dy, x, w, b = bench.args
+
+        def fwd_bwd():
+            _, mean, rstd = adapter.layer_norm(x, w, b, 1e-5)
+            return adapter.layer_norm_backward(dy, x, w, b, mean, rstd)
+        return fwd_bwd
+    if bench.op not in adapter.OPS:
+        return None
+    fn = getattr(adapter, adapter.OPS[bench.op])
+    return lambda: fn(*bench.args)
 
 
 MEMORY_OPS = ("gelu", "softmax", "log_softmax", "layer_norm", "rms_norm", "layer_norm_fwd_bwd")

@@ -187,3 +187,28 @@ def test_library_that_cannot_import_here_is_reported_with_its_error(real_libs_ab
     assert "4 skipped" in result.stdout and "passed" not in result.stdout
     assert ("not supported: flag_gems cannot be imported here: RuntimeError: No device were "
             "detected on your machine !") in result.stdout
+
+
+def test_benchmark_times_a_library_through_its_adapter(fake_libs):
+    """`python -m benchmarks --library` calls the adapters on the benchmark's tensors
+    (here on the CPU stand-ins) and skips ops the library has no kernel for."""
+    from benchmarks import cases
+    from benchmarks.__main__ import _library_row
+
+    x, w, b = torch.randn(8, 32), torch.randn(32), torch.randn(32)
+    dy = torch.randn(8, 32)
+    fwd_bwd = cases.Bench("layer_norm_fwd_bwd", (8, 32), torch.float32, None, None,
+                          bytes=5 * x.numel() * 4, args=(dy, x, w, b))
+    dx, dw, db = cases.library_call("liger", fwd_bwd)()
+    xt, wt, bt = (t.clone().requires_grad_() for t in (x, w, b))
+    want = torch.autograd.grad(torch.nn.functional.layer_norm(xt, (32,), wt, bt, 1e-5),
+                               (xt, wt, bt), dy)
+    for got, ref in zip((dx, dw, db), want):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+    log_softmax = cases.Bench("log_softmax", (8, 32), torch.float32, None, None, args=(x,))
+    assert cases.library_call("liger", log_softmax) is None  # Liger has no log-softmax
+    assert cases.library_call("flag_gems", log_softmax) is not None
+    rec = {"dtype": "float32", "shape": "8x32", "ms": 2.0, "torch_ms": 1.0}
+    row, out = _library_row("flag_gems", log_softmax, {**rec, "torch_gbs": 1.0}, lambda fn: 4.0,
+                            peak_gbs=100.0, copy_gbs=50.0, profile=None)
+    assert row[0] == "log_softmax [flag_gems]" and out["speedup"] == 0.25 and out["vs_ours"] == 0.5
