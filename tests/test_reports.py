@@ -261,3 +261,10 @@ def test_matrix_counts_and_html_is_self_contained():
     assert "triton-cts: DOES NOT CONFORM: 5 checks" in page
     assert "mm" in page and "n_regs" in page  # the compile-stats table
     assert "</script>" not in page.split('id="report-data">')[1].split("</script>")[0]
+
+
+def test_bundled_example_expectation_file_loads():
+    from triton_cts import CHECKOUT
+
+    entries = load_expectations(CHECKOUT / "expectations" / "example.toml")
+    assert entries and all(e.reason and e.link for e in entries)

@@ -19,7 +19,7 @@ USAGE_ERROR = 4
 
 def test_clean_run_writes_json_and_html_and_conforms(tmp_path):
     out, page = tmp_path / "r.json", tmp_path / "r.html"
-    result = run_pytest("suites/", *GELU, "--mode", "interpreter", "-n", "2",
+    result = run_pytest("suites/", *GELU, "--mode", "interpreter",
                         "--report-json", str(out), "--report-html", str(page))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "triton-cts: CONFORMS: 12 checks (12 pass)" in result.stdout
