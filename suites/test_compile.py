@@ -1,35 +1,108 @@
-"""Compile conformance: the kernels a launcher really launches for a profile compile for
-its target and stay within its limits (threads per block, shared memory)."""
+"""Compile conformance: every kernel a launcher really launches for a profile (every
+autotune config included) compiles for its target and stays within its limits.
+
+For CUDA and HIP targets each kernel is cross-compiled with upstream Triton and its
+resource use (registers, spills, scratch, shared memory / LDS, occupancy) is recorded on
+the test as ``compile_stats`` properties:
+
+- over threads per block, shared memory / LDS or the register file: failure;
+- spills, scratch, occupancy under ``compile.min_occupancy_waves``: CompileQualityWarning;
+- registers, spills or shared memory changed beyond the golden thresholds for this Triton
+  version (``suites/golden/``): failure with old and new numbers; no golden entry: warning.
+
+Every kernel's TTIR also goes through the IO lint (``triton_cts/npu_lint.py``) with the
+profile's rules; for select-load profiles (SIMD NPUs) the lint is the upstream half of
+the check (lowering with triton-ascend and ``bishengir-compile`` is reported as not
+supported, with the reason: see triton_cts/npu_toolchain.py).
+"""
+import warnings
+
 import pytest
 import torch
 
-from suites import strategies as hh
 from suites import runner
-from triton_cts.cross_compile import compile_launch
+from suites import strategies as hh
+from triton_cts import golden, npu_lint, npu_toolchain
+from triton_cts.cross_compile import (CompileQualityWarning, compile_launch, every_autotune_config,
+                                      use_project_cache)
 from triton_cts.plugin import NOT_SUPPORTED
 
+use_project_cache()
 
-@pytest.mark.cts_modes("compile")
-def test_compiles_within_limits(target, repro, record_property):
+
+def _launches(target):
+    """(dtype, shape, launch) for every launch the launcher makes at the op's compile
+    shapes, each autotune config its own launch."""
     dtypes = target.op.supported_dtypes(target.profile)
     if not dtypes:
         pytest.skip(NOT_SUPPORTED + f"profile {target.profile.name} supports none of "
                                     f"{target.op.name}'s dtypes")
-    violations, compiled = [], 0
+    out, empty = [], []
     for dtype in dtypes:
         for shape in target.op.compile_shapes:
             x = hh.make_values(shape, dtype, "normal", seed=0)
             args, kwargs = target.op.make_args(x, torch.Generator().manual_seed(1))
-            launches = runner.run_target(target, args, kwargs)
-            if not launches:
-                violations.append(f"{dtype} {shape}: the launcher launched no kernel")
-            for launch in launches:
-                stats = compile_launch(launch, target.profile)
-                compiled += 1
-                record_property(f"{stats.kernel} {dtype} {shape}",
-                                f"warps={stats.num_warps} shared={stats.shared_bytes}")
-                violations += [f"{str(dtype).removeprefix('torch.')} {shape}: {v}"
-                               for v in stats.violations]
-    assert not violations, (f"{target.op.name}[{target.impl.name}] for {target.profile.name}: "
-                            + "; ".join(violations) + f"\nreproduce: {repro}")
-    assert compiled > 0
+            with every_autotune_config():
+                captured = runner.run_target(target, args, kwargs)
+            if not captured:
+                empty.append(f"{_dtype(dtype)} {shape}: the launcher launched no kernel")
+            out += [(dtype, shape, launch) for launch in captured]
+    return out, empty
+
+
+def _dtype(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _fail(target, repro, problems):
+    pytest.fail(f"{target.op.name}[{target.impl.name}] for {target.profile.name}:\n  "
+                + "\n  ".join(problems) + f"\nreproduce: {repro}", pytrace=False)
+
+
+@pytest.mark.cts_modes("compile")
+def test_compiles_within_limits(target, repro, record_property):
+    launches, problems = _launches(target)
+    if target.profile.backend == "npu":
+        return _check_npu(target, repro, problems, launches)
+    measured: dict[str, dict] = {}
+    quality: list[str] = []
+    for dtype, shape, launch in launches:
+        stats = compile_launch(launch, target.profile)
+        key = f"{stats.kernel} {_dtype(dtype)} {shape} [{stats.config}]"
+        record = stats.record(profile=target.profile.name, dtype=_dtype(dtype),
+                              shape=list(shape))
+        record_property("compile_stats", record)
+        if key not in measured:
+            measured[key] = golden.golden_entry(record)
+            quality += stats.quality
+        problems += [f"{_dtype(dtype)} {shape}: {v}" for v in stats.violations]
+        problems += [f"{_dtype(dtype)} {shape}: IO lint: {f}"
+                     for f in npu_lint.lint_ttir(stats.ttir, target.profile, stats.kernel)]
+    for issue in quality:
+        warnings.warn(f"{target.op.name}[{target.impl.name}] on {target.profile.name}: {issue}",
+                      CompileQualityWarning)
+    check = f"{target.op.name}[{target.impl.name}]"
+    if golden.updating():
+        golden.write(target.profile.name, f"{target.profile.backend}:{target.profile.arch}",
+                     check, measured)
+    else:
+        regressions, missing = golden.compare(target.profile.name, check, measured)
+        problems += [f"golden regression: {r}" for r in regressions]
+        for m in missing:
+            warnings.warn(f"{check} on {target.profile.name}: {m}", golden.GoldenMissingWarning)
+    if problems:
+        _fail(target, repro, problems)
+    assert measured, "no kernel was compiled"
+
+
+def _check_npu(target, repro, problems, launches):
+    """The upstream half: the TTIR IO lint. Lowering with triton-ascend and bishengir
+    (their own venv) is reported as not supported with the reason and how to set it up."""
+    for dtype, shape, launch in launches:
+        ttir = npu_lint.upstream_ttir(launch)
+        problems += [f"{_dtype(dtype)} {shape}: IO lint: {f}"
+                     for f in npu_lint.lint_ttir(ttir, target.profile, launch.name)]
+    if problems:
+        _fail(target, repro, problems)
+    pytest.skip(NOT_SUPPORTED + f"the IO lint passed for {len(launches)} launches; lowering "
+                                f"with bishengir-compile: {npu_toolchain.unavailable_reason()}")

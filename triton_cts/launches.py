@@ -130,8 +130,8 @@ def record_launches():
     _active.append(log)
     try:
         yield log
-    finally:
-        _active.remove(log)
+    finally:  # by identity: nested logs holding the same launches compare equal
+        _active[:] = [other for other in _active if other is not log]
 
 
 @contextlib.contextmanager

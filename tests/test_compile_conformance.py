@@ -1,0 +1,162 @@
+"""Compile conformance verdicts on planted kernels: over-limit autotune configs fail,
+spills and low occupancy warn, golden stats catch changes, the IO lint flags what a SIMD
+NPU lowers badly."""
+import json
+import warnings
+
+import pytest
+import torch
+import triton
+
+from tests.helpers import run_pytest
+from tests.planted import compile_faults, npu_io_faults
+from triton_cts import golden, npu_lint, npu_toolchain
+from triton_cts.cross_compile import (CompileQualityWarning, compile_launch, every_autotune_config,
+                                      use_project_cache)
+from triton_cts.launches import Launch
+from triton_cts.modes import Mode, execute, unsupported_reason
+from triton_cts.profiles import load_profiles
+
+use_project_cache()
+PROFILES = load_profiles()
+GFX942, GFX1100, SM90, NPU = (PROFILES[n] for n in ("amd-gfx942", "amd-gfx1100", "nvidia-sm90",
+                                                    "npu-ascend910b"))
+
+
+def _compiled(fn, profile, *args):
+    with every_autotune_config():
+        launches = execute(fn, Mode.COMPILE, profile, args)
+    return [compile_launch(launch, profile) for launch in launches]
+
+
+def test_every_autotune_config_is_compiled_and_an_over_lds_one_fails():
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    small, big = _compiled(compile_faults.matmul_lds_hog, GFX942, a, b)
+    assert "BLOCK_K=32" in small.config and small.violations == []
+    assert big.shared_bytes == 131072
+    assert big.violations == [
+        "_matmul_kernel [BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=2]: "
+        "131072 bytes of shared memory > limits.shared_memory_per_block 65536"]
+
+
+@pytest.mark.parametrize("profile, fails", [(GFX942, True), (GFX1100, False), (SM90, False)])
+def test_32_warps_fail_only_on_wave64(profile, fails):
+    fits, wide = _compiled(compile_faults.gelu_too_many_warps_config, profile, torch.randn(5000))
+    assert fits.violations == []
+    assert wide.num_warps == 32 and wide.threads_per_block == 32 * profile.warp_size
+    assert bool(wide.violations) == fails
+    if fails:
+        assert "num_warps 32 x warp size 64 = 2048 threads > limits.max_threads_per_block 1024" \
+            in wide.violations[0]
+
+
+def test_spills_and_low_occupancy_are_quality_issues_not_violations():
+    (hog,) = _compiled(compile_faults.gelu_register_hog, GFX942, torch.randn(200, 300))
+    assert hog.spills > 0 and hog.violations == []
+    assert any("spills" in q for q in hog.quality)
+    strict = GFX942.derive(**{"compile.min_occupancy_waves": 8})
+    (fits, _) = _compiled(compile_faults.gelu_too_many_warps_config, strict, torch.randn(5000))
+    assert fits.quality == []          # 8 waves per SIMD: at the floor
+    (slow,) = _compiled(compile_faults.gelu_register_hog, strict, torch.randn(200, 300))
+    assert any("occupancy" in q and "< compile.min_occupancy_waves 8" in q for q in slow.quality)
+    assert issubclass(CompileQualityWarning, UserWarning)
+    assert CompileQualityWarning.__name__.endswith("QualityWarning")
+
+
+def test_stats_record_is_json_and_occupancy_is_the_minimum_of_its_limiters():
+    for profile in (GFX942, SM90):
+        (stats,) = _compiled(compile_faults.gelu_register_hog, profile, torch.randn(200, 300))
+        record = json.loads(json.dumps(stats.record()))
+        for key in ("kernel", "target", "config", "num_warps", "shared", "registers", "spills",
+                    "occupancy"):
+            assert key in record
+        assert stats.occupancy == min(stats.occupancy_registers, stats.occupancy_shared)
+        assert 0 < stats.occupancy <= profile["compile.max_waves_per_simd"]
+
+
+def test_golden_stats_report_regressions_and_missing_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
+    entry = {"k fp32 (64,) [num_warps=4]": {"registers": 40, "spills": 0, "shared": 0}}
+    _, missing = golden.compare("amd-gfx942", "gelu[reference]", entry)
+    assert "does not exist" in missing[0] and golden.REFRESH_COMMAND in missing[0]
+    path = golden.write("amd-gfx942", "hip:gfx942", "gelu[reference]", entry)
+    golden.write("amd-gfx942", "hip:gfx942", "softmax[reference]", entry)   # merged, not lost
+    assert set(json.loads(path.read_text())["checks"]) == {"gelu[reference]", "softmax[reference]"}
+    assert golden.compare("amd-gfx942", "gelu[reference]", entry) == ([], [])
+    close = {k: dict(v, registers=46) for k, v in entry.items()}        # within 8 registers
+    assert golden.compare("amd-gfx942", "gelu[reference]", close) == ([], [])
+    worse = {k: dict(v, registers=64, spills=12) for k, v in entry.items()}
+    regressions, _ = golden.compare("amd-gfx942", "gelu[reference]", worse)
+    assert any("registers 40 -> 64" in r for r in regressions)
+    assert any("spills 0 -> 12" in r for r in regressions)
+    new_kernel = {**entry, "k2 fp32 (64,) [num_warps=4]": entry["k fp32 (64,) [num_warps=4]"]}
+    assert golden.compare("amd-gfx942", "gelu[reference]", new_kernel)[1] == [
+        "no golden entry for k2 fp32 (64,) [num_warps=4]"]
+    assert "has no entry for max_all[reference]" in golden.compare(
+        "amd-gfx942", "max_all[reference]", entry)[1][0]
+    assert not list(tmp_path.rglob("*.tmp"))                             # atomic writes
+
+
+def test_golden_files_exist_for_this_triton_version_and_every_bundled_gpu_profile():
+    if not golden.golden_path("x").parent.is_dir():
+        pytest.skip(f"not supported: no golden compile stats are kept for triton "
+                    f"{triton.__version__} ({golden.REFRESH_COMMAND} creates them)")
+    for name, profile in PROFILES.items():
+        if profile.backend != "npu":
+            data = golden.load(name)
+            assert data is not None, f"{golden.golden_path(name)} missing: {golden.REFRESH_COMMAND}"
+            assert data["checks"], name
+
+
+# ---- IO lint --------------------------------------------------------------------------
+def _lint(fn, profile, *args):
+    return [f for launch in execute(fn, Mode.COMPILE, profile, args)
+            for f in npu_lint.lint_ttir(npu_lint.upstream_ttir(launch), profile, launch.name)]
+
+
+@pytest.mark.parametrize("fn, rule", [(npu_io_faults.gelu_discrete_mask, "discrete-mask"),
+                                      (npu_io_faults.gelu_broadcast_pointer, "broadcast-pointer")])
+def test_io_lint_flags_planted_patterns_on_the_npu_only(fn, rule):
+    x = torch.randn(64, 100)
+    findings = _lint(fn, NPU, x)
+    assert findings and all(f.startswith(rule + ": ") for f in findings), findings
+    assert _lint(fn, SM90, x) == []
+
+
+@pytest.mark.parametrize("kernel, args, rule", [
+    (npu_io_faults._division_offsets_kernel, (torch.randn(64), torch.randn(256)),
+     "division-offsets"),
+    (npu_io_faults._gather_kernel, (torch.randn(64), torch.zeros(256, dtype=torch.int32),
+                                    torch.randn(256)), "gather"),
+    (npu_io_faults._program_id_y_kernel, (torch.randn(512), torch.randn(512)), "program-id-yz"),
+    (npu_io_faults._float64_kernel, (torch.randn(256), torch.zeros(256, dtype=torch.float64)),
+     "dtype"),
+])
+def test_io_lint_rules(kernel, args, rule):
+    launch = Launch(kernel, args, {"BLOCK_SIZE": 256}, launched=False)
+    findings = npu_lint.lint_ttir(npu_lint.upstream_ttir(launch), NPU, launch.name)
+    assert [f.split(":")[0] for f in findings] == [rule], findings
+
+
+def test_npu_compile_is_supported_here_and_names_the_missing_toolchain(monkeypatch):
+    assert unsupported_reason(Mode.COMPILE, NPU, None) is None     # the lint runs everywhere
+    monkeypatch.setenv(npu_toolchain.PYTHON_ENV, "/nonexistent/python")
+    npu_toolchain.unavailable_reason.cache_clear()
+    try:
+        assert "tox -e npu" in npu_toolchain.unavailable_reason()
+    finally:
+        npu_toolchain.unavailable_reason.cache_clear()
+
+
+def test_compile_suite_fails_over_limit_config_and_warns_on_spills():
+    result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
+                        "--impl", "matmul=tests.planted.compile_faults:matmul_lds_hog",
+                        "--impl", "gelu=tests.planted.compile_faults:gelu_register_hog",
+                        "-W", "ignore::triton_cts.golden.GoldenMissingWarning")
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "1 failed, 1 passed" in out
+    assert ("float32 (512, 512): _matmul_kernel [BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, "
+            "num_warps=8, num_stages=2]: 131072 bytes of shared memory > "
+            "limits.shared_memory_per_block 65536") in out
+    assert "CompileQualityWarning" in out and "_gelu_wide_rows_kernel" in out
