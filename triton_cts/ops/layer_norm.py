@@ -1,0 +1,261 @@
+"""Layer norm and RMS norm over the last dim: forward, backward, and the prenorm options.
+
+The references compute in float64 from the same (upcast) inputs. The backward references
+differentiate the float64 forward with autograd; they take ``mean``/``rstd`` only because
+the launchers do (make_args computes them in float64 and rounds them to the statistics'
+dtype, float32, or float64 for float64 inputs, as the forward saves them).
+"""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from triton_cts.registry import OpSpec
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+LAYER_NORM_EPS = 1e-5
+RMS_NORM_EPS = 1e-6
+
+#: Forward: y keeps torch's default bounds (on an H200, shapes up to 4096x4096 and
+#: 1x100000: at most 0.49 of the bound in fp16, 0.24 in bf16, 0.11 in fp32). The float32
+#: mean is a reduction over N: for inputs of wide dynamic range (|x| up to ~4e4 around a
+#: mean of ~100, the suite's "wide_range" values) any float32 sum rounds at the scale of
+#: its partial sums, 2^-24 * |partial| / N per step: numpy's own float32 mean of such a
+#: 61-element row was 9.1e-5 off, this kernel 7.6e-5, against the default atol of 1e-5.
+#: float32 outputs get atol 1e-3 (over 10x the worst seen); one bound serves every output,
+#: so y (errors ~1e-6) is checked more loosely than it could be.
+FORWARD_TOLERANCES = {torch.float32: (1.3e-6, 1e-3)}
+
+#: Backward: dx reduces over N, but dweight and dbias reduce over all R rows, so their
+#: absolute error grows with R: at most about R * 2^-24 * mean|dy * xhat| for float32
+#: partial sums (the atomic strategy adds them in a different order on every run).
+#: Measured on an H200 with randn data, worst strategy (atomic): 12x torch's fp32 default
+#: bound at R = 8192 and 2.1x its fp16 one at R = 4096; with atol = 1e-3 the worst was
+#: 0.63 of the bound, at R = 65536 (N = 64). One bound serves every output, so dx, whose
+#: own error is about 1e-6, is checked more loosely than it could be. fp16/bf16 keep their
+#: rtol (the output's rounding); float64 accumulates in float64 and keeps the default.
+BACKWARD_TOLERANCES = {
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-3),
+    torch.float32: (1.3e-6, 1e-3),
+}
+
+
+def _stat_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _randn_like_row(x, gen):
+    """A [N] vector (weight, bias) for x's rows."""
+    return torch.randn(x.shape[-1], generator=gen, dtype=x.dtype)
+
+
+# ---- layer_norm ---------------------------------------------------------------------
+def _layer_norm_ref(x, weight, bias, eps):
+    mean = x.mean(-1)
+    rstd = torch.rsqrt(x.var(-1, unbiased=False) + eps)
+    y = (x - mean[..., None]) * rstd[..., None] * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean, rstd
+
+
+def layer_norm_reference(x, weight, bias, eps=LAYER_NORM_EPS):
+    return _layer_norm_ref(x, weight, bias, eps)
+
+
+def layer_norm_args(x, gen):
+    return (x, _randn_like_row(x, gen), _randn_like_row(x, gen)), {"eps": LAYER_NORM_EPS}
+
+
+LAYER_NORM = OpSpec(
+    name="layer_norm",
+    description="layer norm over the last dim, forward: (y, mean, rstd)",
+    reference=layer_norm_reference,
+    reference_kernel="kernels.layer_norm:layer_norm_forward",
+    dtypes=FLOATS,
+    make_args=layer_norm_args,
+    min_ndim=1,
+    max_ndim=4,
+    tolerances=FORWARD_TOLERANCES,
+    compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),  # last: the tiled kernel
+)
+
+
+# ---- layer_norm_backward ------------------------------------------------------------
+def layer_norm_backward_reference(dy, x, weight, bias, mean, rstd):
+    x, weight, bias = (t.detach().requires_grad_() for t in (x, weight, bias))
+    y = F.layer_norm(x, x.shape[-1:], weight, bias, LAYER_NORM_EPS)
+    return torch.autograd.grad(y, (x, weight, bias), dy)
+
+
+def layer_norm_backward_args(x, gen):
+    weight, bias = _randn_like_row(x, gen), _randn_like_row(x, gen)
+    dy = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    _, mean, rstd = _layer_norm_ref(x.double(), weight.double(), bias.double(), LAYER_NORM_EPS)
+    stat = _stat_dtype(x)
+    return (dy, x, weight, bias, mean.to(stat), rstd.to(stat)), {}
+
+
+LAYER_NORM_BACKWARD = OpSpec(
+    name="layer_norm_backward",
+    description="layer norm over the last dim, backward: (dx, dweight, dbias)",
+    reference=layer_norm_backward_reference,
+    reference_kernel="kernels.layer_norm:layer_norm_backward",
+    dtypes=FLOATS,
+    make_args=layer_norm_backward_args,
+    min_ndim=1,
+    max_ndim=4,
+    tolerances=BACKWARD_TOLERANCES,
+    compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),
+    variants={
+        "atomic": "kernels.layer_norm:layer_norm_backward_atomic",
+        "partial": "kernels.layer_norm:layer_norm_backward_partial",
+        "tiled": "kernels.layer_norm:layer_norm_backward_tiled",
+    },
+)
+
+
+# ---- rms_norm -----------------------------------------------------------------------
+def _rms_norm_ref(x, weight, eps):
+    rstd = torch.rsqrt(x.pow(2).mean(-1) + eps)
+    return x * rstd[..., None] * weight, rstd
+
+
+def rms_norm_reference(x, weight, eps=RMS_NORM_EPS):
+    return _rms_norm_ref(x, weight, eps)
+
+
+RMS_NORM = OpSpec(
+    name="rms_norm",
+    description="RMS norm over the last dim, forward: (y, rstd)",
+    reference=rms_norm_reference,
+    reference_kernel="kernels.layer_norm:rms_norm",
+    dtypes=FLOATS,
+    make_args=lambda x, gen: ((x, _randn_like_row(x, gen)), {"eps": RMS_NORM_EPS}),
+    min_ndim=1,
+    max_ndim=4,
+    compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),
+)
+
+
+def rms_norm_backward_reference(dy, x, weight, rstd):
+    x, weight = x.detach().requires_grad_(), weight.detach().requires_grad_()
+    y, _ = _rms_norm_ref(x, weight, RMS_NORM_EPS)
+    return torch.autograd.grad(y, (x, weight), dy)
+
+
+def rms_norm_backward_args(x, gen):
+    weight = _randn_like_row(x, gen)
+    dy = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    _, rstd = _rms_norm_ref(x.double(), weight.double(), RMS_NORM_EPS)
+    return (dy, x, weight, rstd.to(_stat_dtype(x))), {}
+
+
+RMS_NORM_BACKWARD = OpSpec(
+    name="rms_norm_backward",
+    description="RMS norm over the last dim, backward: (dx, dweight)",
+    reference=rms_norm_backward_reference,
+    reference_kernel="kernels.layer_norm:rms_norm_backward",
+    dtypes=FLOATS,
+    make_args=rms_norm_backward_args,
+    min_ndim=1,
+    max_ndim=4,
+    tolerances=BACKWARD_TOLERANCES,
+    compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),
+)
+
+
+# ---- layer_norm_residual_dropout ----------------------------------------------------
+#: Philox4x32 constants (Salmon et al., "Random123"), as tl.rand uses them.
+PHILOX_ROUND_A, PHILOX_ROUND_B = 0xD2511F53, 0xCD9E8D57
+PHILOX_KEY_A, PHILOX_KEY_B = 0x9E3779B9, 0xBB67AE85
+PHILOX_ROUNDS = 10
+#: tl.rand's uint32 -> [0, 1) scale: the largest with MAX_INT32 * scale < 1 in float32.
+UNIFORM_SCALE = np.float32(4.6566127342e-10)
+
+
+def philox_uniform(seed: int, offsets: np.ndarray) -> np.ndarray:
+    """``tl.rand(seed, offsets)`` in numpy, bit for bit: the first Philox4x32-10 word of
+    counter (offset low, offset high, 0, 0) under key (seed low, seed high), folded to a
+    non-negative int32 and scaled to float32."""
+    mask32 = np.uint64(0xFFFFFFFF)
+    offsets = offsets.astype(np.uint64)
+    c0, c1 = offsets & mask32, offsets >> np.uint64(32)
+    c2 = c3 = np.zeros_like(c0)
+    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64((seed >> 32) & 0xFFFFFFFF)
+    a, b = np.uint64(PHILOX_ROUND_A), np.uint64(PHILOX_ROUND_B)
+    for _ in range(PHILOX_ROUNDS):
+        prod_b, prod_a = b * c2, a * c0  # exact: both factors are below 2^32
+        c0, c2, c1, c3 = ((prod_b >> np.uint64(32)) ^ c1 ^ k0,
+                          (prod_a >> np.uint64(32)) ^ c3 ^ k1,
+                          prod_b & mask32, prod_a & mask32)
+        k0 = (k0 + np.uint64(PHILOX_KEY_A)) & mask32
+        k1 = (k1 + np.uint64(PHILOX_KEY_B)) & mask32
+    bits = c0.astype(np.uint32).view(np.int32)
+    bits = np.where(bits < 0, ~bits, bits)
+    return bits.astype(np.float32) * UNIFORM_SCALE
+
+
+def dropout_keep_mask(shape, seed: int, dropout_p: float) -> torch.Tensor:
+    """The kernel's keep-mask: element i of the flattened tensor is kept when
+    tl.rand(seed, i) > dropout_p (compared in float32)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    u = philox_uniform(seed, np.arange(n, dtype=np.int64))
+    return torch.from_numpy(u > np.float32(dropout_p)).reshape(shape)
+
+
+def _float32_valued(*tensors) -> bool:
+    """Whether every value survives a round trip through float32 (inputs drawn in
+    float16/bfloat16/float32 and upcast for the reference do; float64 draws do not)."""
+    for t in tensors:
+        back = t.to(torch.float32).to(t.dtype)
+        if not bool(((back == t) | (t.isnan() & back.isnan())).all()):
+            return False
+    return True
+
+
+def layer_norm_residual_dropout_reference(x, weight, bias, residual, rowscale,
+                                          eps=LAYER_NORM_EPS, *, dropout_p, seed):
+    # the mask is recomputed from (seed, element index) with the same Philox stream as
+    # tl.rand, so it is checked exactly rather than taken from the kernel
+    keep = dropout_keep_mask(tuple(x.shape), seed, dropout_p)
+    # a dropped element is 0 even where x is inf or NaN (selected, not multiplied by 0)
+    x_in = torch.where(keep, x * rowscale[..., None] / (1.0 - dropout_p), 0.0) + residual
+    # x' is an intermediate the kernel holds in float32 (float64 for float64 inputs). When
+    # |x'| >> its spread (large-offset inputs) y depends on x' to the last bit, so x' is
+    # rounded as the kernel's is: make_args keeps rowscale and 1 / (1 - p) powers of two,
+    # so the kernel's x * rowscale / (1 - p) is exact and the residual add is its only
+    # rounding, the same one as rounding the exact sum here
+    if _float32_valued(x, residual, rowscale):
+        x_in = x_in.to(torch.float32).to(x_in.dtype)
+    y, mean, rstd = _layer_norm_ref(x_in, weight, bias, eps)
+    return y, x_in, mean, rstd, keep
+
+
+def layer_norm_residual_dropout_args(x, gen):
+    weight, bias = _randn_like_row(x, gen), _randn_like_row(x, gen)
+    residual = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    # powers of two (0.5, 1, 2) and dropout_p = 0.5: exact scalings (see the reference)
+    rowscale = torch.pow(2.0, torch.randint(-1, 2, x.shape[:-1], generator=gen)).to(x.dtype)
+    seed = int(torch.randint(0, 2**31 - 1, (), generator=gen))
+    return ((x, weight, bias, residual, rowscale),
+            {"eps": LAYER_NORM_EPS, "dropout_p": 0.5, "seed": seed})
+
+
+LAYER_NORM_RESIDUAL_DROPOUT = OpSpec(
+    name="layer_norm_residual_dropout",
+    description="prenorm layer norm of dropout(x * rowscale) + residual, forward: "
+                "(y, residual_out, mean, rstd, dropout_mask)",
+    reference=layer_norm_residual_dropout_reference,
+    reference_kernel="kernels.layer_norm:layer_norm_residual_dropout",
+    dtypes=FLOATS,
+    make_args=layer_norm_residual_dropout_args,
+    min_ndim=1,
+    max_ndim=4,
+    tolerances=FORWARD_TOLERANCES,
+    compile_shapes=((1024, 4096), (16, 65536)),
+)
+
+
+OPS = (LAYER_NORM, LAYER_NORM_BACKWARD, RMS_NORM, RMS_NORM_BACKWARD,
+       LAYER_NORM_RESIDUAL_DROPOUT)
