@@ -89,12 +89,17 @@ def test_filters_hide_rows(big_report):
     want = [r for r in records if r["status"] == "fail" and r["op"] == "gelu"
             and r["profile"] == "amd-gfx942" and r["mode"] == "compile"]
     assert 0 < len(want) < 100
-    dom, console = chromium(tmp, page.as_uri() + "#status=fail&op=gelu&profile=amd-gfx942&mode=compile",
-                            "--dump-dom")
+    dom, console = chromium(tmp, page.as_uri() + "#status=fail&op=gelu&profile=amd-gfx942"
+                            "&mode=compile&details=1", "--dump-dom")
     assert console == []
     rows = re.findall(r'<tr class="record" data-status="(\w+)"', dom)
     assert rows == ["fail"] * len(want)
     assert f"1-{len(want)} of {len(want)} checks (filtered from 10000)" in dom
+    # details=1 opens each row: error vs bound, repro command and failing example
+    assert dom.count('<tr class="detail">') == len(want)
+    assert dom.count('<pre class="repro">') == dom.count('<pre class="example">') == len(want)
+    assert all(r["repro"] in dom for r in want)
+    assert "rtol=1e-5 atol=1e-5" in dom.split('<tr class="detail">')[1]
 
 
 def test_screenshot(big_report):

@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -158,8 +159,7 @@ class Collector:
             if cfg.getoption("report_json"):
                 dump_report(self.document(), cfg.getoption("report_json"))
             if cfg.getoption("report_html"):
-                from reports.html import render  # the checkout's renderer
-
+                render = _html_renderer()
                 atomic_write(cfg.getoption("report_html"), render(self.document()))
             if cfg.getoption("write_expectations"):
                 atomic_write(cfg.getoption("write_expectations"), expectations_toml(
@@ -251,6 +251,14 @@ class Collector:
         return document(self.environment(), records,
                         expectations={"stale": self.stale, "unexpected_passes": [
                             r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS]})
+
+
+def _html_renderer():
+    """The checkout's renderer (``reports/``, beside this package; not installed)."""
+    if str(CHECKOUT) not in sys.path:
+        sys.path.append(str(CHECKOUT))
+    from reports.html import render
+    return render
 
 
 def _now() -> str:
