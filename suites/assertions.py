@@ -57,10 +57,11 @@ def describe_profile(profile) -> str:
 
 def assert_matches_reference(target, case, outputs, references, repro: str, profile=None,
                              against: str = "ref", scale: float = 1.0,
-                             error_scales=None) -> list[dict]:
+                             error_scales=None, tolerance_dtype=None) -> list[dict]:
     """Every output within tolerance of its reference (the float64 one, or another run's
     outputs when ``against`` names it, with the bound multiplied by ``scale``); returns one
-    record per output."""
+    record per output. ``tolerance_dtype``: whose tolerance applies, when the outputs
+    compared are quantities derived in float64 from the implementation's outputs."""
     __tracebackhide__ = True
     profile = profile or target.profile
     outputs, references = as_outputs(outputs), as_outputs(references)
@@ -80,8 +81,8 @@ def assert_matches_reference(target, case, outputs, references, repro: str, prof
         if tuple(out.shape) != tuple(ref.shape):
             raise AssertionError(f"{where}: {name}.shape={tuple(out.shape)}, but should be "
                                  f"{tuple(ref.shape)}\nreproduce: {repro}")
-        dtype = out.dtype if out.dtype.is_floating_point else ref.dtype
-        rtol, atol = tolerance(target.op, dtype, profile, target.mode) if out.dtype.is_floating_point \
+        dtype = tolerance_dtype or (out.dtype if out.dtype.is_floating_point else ref.dtype)
+        rtol, atol = tolerance(target.op, dtype, profile, target.mode) if dtype.is_floating_point \
             else (0.0, 0.0)
         rtol, atol = rtol * scale, atol * scale
         if error_scales is not None and error_scales[i] is not None:

@@ -166,3 +166,21 @@ def provided(target, values):
 
 def as_tuple(value):
     return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+def value_kinds(target, dtype, record_property, kinds=None) -> tuple[str, ...]:
+    """``kinds`` (default: all value kinds), less those a known interpreter defect makes
+    unjudgeable; each one left out is recorded on the check so the report says what was
+    not tested."""
+    from suites.strategies import VALUE_KINDS
+    from triton_cts import interpreter_defects
+
+    kinds = VALUE_KINDS if kinds is None else kinds
+    if target.mode is not Mode.INTERPRETER:
+        return kinds
+    excluded = interpreter_defects.excluded_value_kinds(dtype)
+    for kind, why in excluded.items():
+        if kind in kinds:
+            record_property(f"values '{kind}' not drawn", why)
+    return tuple(k for k in kinds if k not in excluded)
+

@@ -7,23 +7,10 @@ from hypothesis import given, note, strategies as st
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
-from triton_cts import interpreter_defects
-from triton_cts.modes import Mode
-
-
-def _value_kinds(target, dtype, record_property) -> tuple[str, ...]:
-    """All value kinds, less those a known interpreter defect makes unjudgeable; each one
-    left out is recorded on the check so the report says what was not tested."""
-    if target.mode is not Mode.INTERPRETER:
-        return hh.VALUE_KINDS
-    excluded = interpreter_defects.excluded_value_kinds(dtype)
-    for kind, why in excluded.items():
-        record_property(f"values '{kind}' not drawn", why)
-    return tuple(k for k in hh.VALUE_KINDS if k not in excluded)
 
 
 def _draw_case(target, dtype, data, profile, record_property, max_numel=hh.MAX_NUMEL):
-    kinds = _value_kinds(target, dtype, record_property)
+    kinds = runner.value_kinds(target, dtype, record_property)
     case = data.draw(hh.cases(target.op, profile, dtype, max_numel, kinds), label="case")
     note(f"case: {case.describe()}")
     return case

@@ -184,6 +184,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("cts_modes")
     modes = set(marker.args) if marker else None
     per_dtype = "dtype" in metafunc.fixturenames
+    per_relation = per_dtype and "relation" in metafunc.fixturenames
     params = []
     for target in sel.targets(modes=modes):
         reason = (unsupported_reason(target.mode, target.profile, sel.device_profile)
@@ -192,12 +193,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks = [pytest.mark.skip(reason=NOT_SUPPORTED + reason)] if reason else []
             params.append(pytest.param(target, id=target.id, marks=marks))
             continue
+        # a test that takes "relation" runs once per metamorphic relation the op declares
+        relations = target.op.relations if per_relation else (None,)
         for dtype in target.op.dtypes:
             why = reason or dtype_gap(target, dtype)
             marks = [pytest.mark.skip(reason=NOT_SUPPORTED + why)] if why else []
             name = str(dtype).removeprefix("torch.")
-            params.append(pytest.param(target, dtype, id=f"{target.id}-{name}", marks=marks))
-    metafunc.parametrize("target,dtype" if per_dtype else "target", params)
+            for rel in relations:
+                values, ident = (target, dtype), f"{target.id}-{name}"
+                if per_relation:
+                    values, ident = values + (rel,), f"{ident}-{rel}"
+                params.append(pytest.param(*values, id=ident, marks=marks))
+    names = "target,dtype,relation" if per_relation else "target,dtype"
+    metafunc.parametrize(names if per_dtype else "target", params)
 
 
 def dtype_gap(target: CheckTarget, dtype) -> str | None:

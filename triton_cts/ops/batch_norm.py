@@ -63,6 +63,7 @@ BATCH_NORM_TRAIN = OpSpec(
     max_ndim=4,
     tolerances=TOLERANCES,
     compile_shapes=((32, 64, 28, 28), (256, 512), (2, 3, 1 << 16)),
+    relations=("shift_invariance",),
 )
 
 OPS = (BATCH_NORM_TRAIN,)

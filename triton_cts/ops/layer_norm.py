@@ -78,6 +78,7 @@ LAYER_NORM = OpSpec(
     max_ndim=4,
     tolerances=FORWARD_TOLERANCES,
     compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),  # last: the tiled kernel
+    relations=("shift_invariance", "scale_invariance"),
 )
 
 
@@ -107,11 +108,14 @@ LAYER_NORM_BACKWARD = OpSpec(
     max_ndim=4,
     tolerances=BACKWARD_TOLERANCES,
     compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),
+    relations=("gradient_rows_sum_to_zero",),
     variants={
         "atomic": "kernels.layer_norm:layer_norm_backward_atomic",
         "partial": "kernels.layer_norm:layer_norm_backward_partial",
         "tiled": "kernels.layer_norm:layer_norm_backward_tiled",
     },
+    # partial sums in a fixed order (the default strategy where a row fits the fused tile)
+    deterministic=("reference", "reference/partial"),
 )
 
 
@@ -135,6 +139,7 @@ RMS_NORM = OpSpec(
     min_ndim=1,
     max_ndim=4,
     compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),
+    relations=("scale_invariance",),
 )
 
 
@@ -162,6 +167,7 @@ RMS_NORM_BACKWARD = OpSpec(
     max_ndim=4,
     tolerances=BACKWARD_TOLERANCES,
     compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),
+    deterministic=("reference",),  # layer_norm_backward's partial-sum strategy
 )
 
 

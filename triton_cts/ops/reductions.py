@@ -93,6 +93,7 @@ MAX_ALL = OpSpec(
     max_ndim=4,
     tolerances=EXACT,
     compile_shapes=((4096,), (1024, 4096)),
+    relations=("permutation_invariance",),
     # one launch, tl.atomic_max into a float32 / int accumulator (needs atomics.max support)
     variants={"atomic": "kernels.reductions:max_all_atomic"},
 )
@@ -124,6 +125,7 @@ PROD_ALL = OpSpec(
     max_ndim=4,
     tolerances=PROD_TOLERANCES,
     compile_shapes=((4096,), (1024, 4096)),
+    relations=("permutation_invariance",),
 )
 
 PROD_DIM = OpSpec(

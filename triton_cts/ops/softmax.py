@@ -46,6 +46,7 @@ SOFTMAX = OpSpec(
     min_ndim=0,
     max_ndim=4,
     compile_shapes=((1024, 4096), (4, 128), (2, 1 << 17)),
+    relations=("shift_invariance",),
     variants={"online": "kernels.softmax:softmax_online"},
 )
 
@@ -59,6 +60,7 @@ LOG_SOFTMAX = OpSpec(
     min_ndim=0,
     max_ndim=4,
     compile_shapes=((1024, 4096), (4, 128), (2, 1 << 17)),
+    relations=("shift_invariance", "log_of_softmax"),
     variants={"online": "kernels.softmax:log_softmax_online"},
 )
 
@@ -72,6 +74,7 @@ SOFTMAX_BACKWARD = OpSpec(
     min_ndim=0,
     max_ndim=4,
     compile_shapes=((1024, 4096), (4, 128), (2, 1 << 17)),
+    relations=("gradient_rows_sum_to_zero",),
     variants={"looped": "kernels.softmax:softmax_backward_looped"},
 )
 

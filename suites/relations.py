@@ -1,0 +1,138 @@
+"""Metamorphic relations: properties tying an op's outputs on related inputs together.
+
+They catch bugs that a comparison with the reference hides at small sizes or for
+well-behaved data: a layer norm that does not centre before squaring passes on N(0, 1)
+rows but breaks when the same rows are shifted by a large constant; a log_softmax that
+disagrees with its own softmax; gradients that do not sum to zero over a row.
+
+Each relation is a function ``check(run, tol, args, kwargs) -> [Comparison]``. ``run(args,
+kwargs, op=None)`` runs the implementation under test (or, with ``op``, the same family's
+implementation of another op) and returns its outputs as a tuple; ``tol(dtype)`` is the
+(rtol, atol) the comparison will apply. A relation transforms
+inputs only in ways that are exact in the input dtype (shifts with Sterbenz-exact
+subtraction, scaling by powers of two, permutations), so any difference comes from the
+implementation. Ops list the relations that hold for them in ``OpSpec.relations``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``outputs`` must match ``expected`` (None entries are not compared) within the op's
+    tolerance times ``scale``; ``error_scales`` multiplies atol per output."""
+
+    against: str
+    outputs: tuple
+    expected: tuple
+    scale: float = 2.0  # both sides carry the implementation's rounding
+    error_scales: tuple | None = None
+    tolerance_dtype: torch.dtype | None = None  # for quantities derived in float64
+
+
+@dataclass(frozen=True)
+class Relation:
+    name: str
+    description: str
+    kinds: tuple[str, ...]  # value kinds (suites/strategies.py) the relation holds for
+    check: Callable[..., list[Comparison]]
+
+
+def _only_first(outputs: tuple, expected) -> tuple:
+    """Compare output 0 only (the others, like mean or indices, change with the input)."""
+    return (expected,) + (None,) * (len(outputs) - 1)
+
+
+def _shift_constant(dtype: torch.dtype) -> float:
+    """A power of two large enough that E[x^2] - E[x]^2 cancels catastrophically in the
+    compute precision, small enough that x + c keeps half the dtype's mantissa."""
+    mantissa_bits = -math.log2(torch.finfo(dtype).eps)
+    return 2.0 ** (int(mantissa_bits) // 2 + 1)
+
+
+def shift_invariance(run, tol, args, kwargs):
+    """f(x + c) == f(x) for normalisations over the reduced dim. The pair is made exact:
+    x1 = round(x + c), then x0 = x1 - c, which Sterbenz's lemma makes exact because
+    c/2 <= x1 <= 2c."""
+    x = args[0]
+    c = _shift_constant(x.dtype)
+    x1 = (x.double().clamp(-c / 4, c / 4) + c).to(x.dtype)
+    x0 = (x1.double() - c).to(x.dtype)
+    base = run((x0, *args[1:]), kwargs)
+    shifted = run((x1, *args[1:]), kwargs)
+    return [Comparison(f"f(x) for x shifted by -{c:g}", shifted, _only_first(shifted, base[0]))]
+
+
+def scale_invariance(run, tol, args, kwargs):
+    """f(a x, eps a^2) == f(x, eps) for layer/RMS norm, with a a power of two (exact)."""
+    x, a = args[0], 4.0
+    scaled_kwargs = dict(kwargs)
+    if "eps" in kwargs:
+        scaled_kwargs["eps"] = kwargs["eps"] * a * a
+    base = run(args, kwargs)
+    scaled = run(((x.double() * a).to(x.dtype), *args[1:]), scaled_kwargs)
+    return [Comparison(f"f(x) for x scaled by {a:g}", scaled, _only_first(scaled, base[0]))]
+
+
+def permutation_invariance(run, tol, args, kwargs):
+    """A reduction over every element does not depend on their order."""
+    x = args[0]
+    gen = torch.Generator().manual_seed(x.numel())
+    perm = torch.randperm(x.numel(), generator=gen)
+    permuted = x.reshape(-1)[perm].reshape(x.shape)
+    base = run(args, kwargs)
+    other = run((permuted, *args[1:]), kwargs)
+    return [Comparison("f(x) on the elements in another order", other, tuple(base))]
+
+
+def log_of_softmax(run, tol, args, kwargs):
+    """log_softmax(x) == log(softmax(x)). The softmax's relative rounding error becomes an
+    absolute error after the log, so atol is raised to the dtype's rtol."""
+    log_y = run(args, kwargs)
+    y = run(args, kwargs, op="softmax")
+    expected = torch.log(y[0].double())
+    rtol, atol = tol(log_y[0].dtype)
+    return [Comparison("log(softmax(x))", log_y, (expected,),
+                       error_scales=(1.0 + 2.0 * rtol / atol,))]
+
+
+def gradient_rows_sum_to_zero(run, tol, args, kwargs):
+    """dx of a normalisation over the last dim sums to zero over each row (layer norm:
+    the gradient is orthogonal to shifts of the row; softmax: to the all-ones vector).
+    The sum of N rounded terms is bounded by rtol * sum|dx|: atol is scaled to that."""
+    outputs = run(args, kwargs)
+    dx = outputs[0].double()
+    rtol, atol = tol(outputs[0].dtype)
+    row_sums = dx.sum(-1, keepdim=True) if dx.dim() else dx
+    magnitude = dx.abs().sum(-1, keepdim=True) if dx.dim() else dx.abs()
+    scales = (1.0 + magnitude * (rtol / atol),)
+    return [Comparison("0 (the row sum of dx)", (row_sums,),
+                       (torch.zeros_like(row_sums),), error_scales=scales,
+                       tolerance_dtype=outputs[0].dtype)]
+
+
+RELATIONS = {r.name: r for r in (
+    Relation("shift_invariance", "f(x + c) == f(x)", ("normal", "large_offset"),
+             shift_invariance),
+    Relation("scale_invariance", "f(a x, eps a^2) == f(x, eps)", ("normal", "large_offset"),
+             scale_invariance),
+    Relation("permutation_invariance", "f(permuted x) == f(x)",
+             ("normal", "wide_range", "tiny", "with_specials"), permutation_invariance),
+    Relation("log_of_softmax", "log_softmax(x) == log(softmax(x))", ("normal",),
+             log_of_softmax),
+    Relation("gradient_rows_sum_to_zero", "dx sums to 0 over each row", ("normal",),
+             gradient_rows_sum_to_zero),
+)}
+
+
+def get(name: str) -> Relation:
+    try:
+        return RELATIONS[name]
+    except KeyError:
+        raise KeyError(f"unknown relation '{name}'; known: {', '.join(sorted(RELATIONS))}") \
+            from None
