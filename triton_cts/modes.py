@@ -81,9 +81,9 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
         return None
     if mode is Mode.COMPILE:
         if profile.backend == "npu":
-            # The IO lint runs on upstream TTIR here; the compile suite lowers with
-            # triton-ascend and bishengir in their own environment when it exists and
-            # reports how to create it when it does not (triton_cts/npu_toolchain.py).
+            # The IO lint runs on upstream TTIR here; the compile suite reports the
+            # triton-ascend + bishengir lowering as not supported, saying why and how to
+            # set up its environment (triton_cts/npu_toolchain.py).
             if not _upstream_backends():
                 return "the NPU IO lint needs an upstream Triton backend to produce TTIR"
             return None
