@@ -53,6 +53,10 @@ class OpSpec:
     error_scale: Callable[..., tuple] | None = None
     #: Known gaps of an execution mode: {(mode, dtype): reason}; reported as not supported.
     mode_gaps: Mapping[tuple[str, torch.dtype], str] = field(default_factory=dict)
+    #: Implementations declared bitwise reproducible from run to run (same inputs,
+    #: profile and shape), by implementation name ("reference", "reference/partial"):
+    #: the atomics suite checks them bit for bit, others within the op's tolerance.
+    deterministic: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.name.isidentifier():
