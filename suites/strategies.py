@@ -141,3 +141,87 @@ def derived_profiles(draw, profile: Profile) -> Profile:
             "io.load": draw(st.sampled_from(["masked", "select"])),
             "io.row_constants": draw(st.sampled_from(["pointer", "slice_broadcast"])),
         })
+
+
+# ---- atomics x autotune: inputs where a clobbered accumulator shows -----------------
+#: A value kind beside VALUE_KINDS: every element negative, so a max accumulator reset
+#: to 0 instead of -inf gives a wrong answer.
+TUNING_KINDS = ("normal", "all_negative", "with_specials")
+
+
+def negative_values(shape, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Values in (-inf, -0.5]: -(|N(0, 1)| + 0.5), rounded to ``dtype``."""
+    gen = torch.Generator().manual_seed(seed)
+    x = -(torch.randn(shape, generator=gen, dtype=torch.float64).abs() + 0.5)
+    return (x * 100).round().to(dtype) if not dtype.is_floating_point else x.to(dtype)
+
+
+@st.composite
+def tuning_cases(draw, op: OpSpec, dtype: torch.dtype, max_numel: int = FUZZ_NUMEL,
+                 kinds: tuple[str, ...] = TUNING_KINDS) -> Case:
+    """A contiguous case whose values may all be negative (see TUNING_KINDS)."""
+    shape = draw(shapes(op, max_numel))
+    kind = draw(st.sampled_from(kinds))
+    seed = draw(st.integers(0, 2**31 - 1))
+    x = negative_values(shape, dtype, seed) if kind == "all_negative" \
+        else make_values(shape, dtype, kind, seed)
+    args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
+    return Case(shape, dtype, kind, seed, "contiguous", args, kwargs)
+
+
+# ---- grid limits: tiny limits, and shapes at and around them ------------------------
+@st.composite
+def grid_limited_profiles(draw, profile: Profile) -> Profile:
+    """A profile with tiny grid limits (MAX_GRID_NUM 1 to 8, per-axis limits up to 8,
+    a product limit) and tiny blocks, so a few dozen rows cross every limit."""
+    cap = draw(st.integers(1, 8))
+    axes = [draw(st.integers(cap, 8)), draw(st.integers(1, 8)), draw(st.integers(1, 8))]
+    product = draw(st.integers(max(axes[0], axes[1], axes[2], cap), 64))
+    return profile.derive(
+        name=f"{profile.name}~grid",
+        **{
+            "limits.grid_max": axes,
+            "limits.grid_max_product": product,
+            "launch.max_grid_num": cap,
+            "launch.max_fused_size_bytes": draw(st.sampled_from([64, 256, 1024])),
+            "launch.elementwise_block_bytes": draw(st.sampled_from([64, 256])),
+            "limits.compute_units": draw(st.integers(1, 8)),
+        })
+
+
+def grid_limits(profile: Profile) -> tuple[int, ...]:
+    """The program counts a launcher must not cross: MAX_GRID_NUM and each axis limit."""
+    return tuple(sorted({profile.max_grid_num, *profile.grid_max}))
+
+
+def rows_around(limit: int) -> tuple[int, ...]:
+    """limit - 1, limit, limit + 1 (at least 1)."""
+    return tuple(sorted({max(1, limit - 1), limit, limit + 1}))
+
+
+@st.composite
+def grid_edge_shapes(draw, op: OpSpec, profile: Profile, dtype: torch.dtype,
+                     max_rows: int | None = None) -> tuple[int, ...]:
+    """A 2-D shape (rows, N) (or the op's own ndim) whose row count, or block count for
+    elementwise launchers, sits at a grid limit of ``profile`` minus one, at it, one
+    past it, or far beyond the grid cap; N is 1, a prime, one elementwise block, or one
+    element past MAX_FUSED_SIZE (the fallback path)."""
+    limit = draw(st.sampled_from(grid_limits(profile)))
+    far = 3 * profile.max_grid_num + 1
+    rows = draw(st.sampled_from(rows_around(limit) + (far,)))
+    if max_rows is not None:
+        rows = min(rows, max_rows)
+    n = draw(st.sampled_from([1, 7, profile.elementwise_block(dtype),
+                              profile.max_fused_elements(dtype) + 1]))
+    if op.max_ndim < 2:
+        return (rows * n,)
+    if op.min_ndim > 2:
+        return (rows, 1) + (1,) * (op.min_ndim - 3) + (n,)
+    return (rows, n)
+
+
+def empty_shapes(op: OpSpec) -> tuple[tuple[int, ...], ...]:
+    """Shapes with no elements the op accepts: (0,), (0, 5), (5, 0)."""
+    out = [s for s in ((0,), (0, 5), (5, 0), (0, 0), (2, 0, 5))
+           if op.min_ndim <= len(s) <= op.max_ndim]
+    return tuple(out)
