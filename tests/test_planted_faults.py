@@ -25,3 +25,31 @@ def test_numerics_suite_catches(fault, evidence):
         in result.stdout
     assert evidence in result.stdout
     assert "reproduce: pytest" in result.stdout
+
+
+NORM = "tests.planted.norm_faults"
+
+
+@pytest.mark.parametrize("op, fault, suite, evidence", [
+    # the divisor ignores the mask: the mean over the padded length
+    ("layer_norm", "layer_norm_mean_over_block", "test_numerics.py::test_matches_reference",
+     "out of tolerance"),
+    # E[x^2] - E[x]^2: invisible on N(0, 1) rows, caught once the rows are shifted
+    ("layer_norm", "layer_norm_naive_variance", "test_relations.py",
+     "-shift_invariance]"),
+    # masked-off lanes read as 0 instead of -inf
+    ("softmax", "softmax_missing_other", "test_numerics.py::test_matches_reference",
+     "out of tolerance"),
+    # a block shorter than the row, and no loop over the rest
+    ("softmax", "softmax_block_without_loop", "test_numerics.py::test_matches_reference",
+     "out of tolerance"),
+])
+def test_suites_catch_classic_reduction_bugs(op, fault, suite, evidence):
+    result = run_pytest(f"suites/{suite}", "--vendor", "nvidia-sm80", "--mode", "interpreter",
+                        "--impl", "reference", "--impl", f"{op}={NORM}:{fault}", "--op", op,
+                        "--hypothesis-profile", "ci")
+    assert result.returncode == 1, result.stdout
+    failed = [line for line in result.stdout.splitlines() if line.startswith("FAILED")]
+    assert failed and all(f"{NORM}:{fault}" in line for line in failed), failed
+    assert evidence in result.stdout or any(evidence in line for line in failed)
+    assert "reproduce: pytest" in result.stdout
