@@ -23,7 +23,8 @@ INTERESTING_DIMS = (1, 2, 3, 5, 7, 13, 31, 32, 33, 63, 64, 65, 127, 128, 129, 25
                     509, 1000, 1023, 1024, 1025, 4093)
 
 #: Value distributions, each a function (shape, dtype, generator) -> tensor.
-VALUE_KINDS = ("normal", "large_offset", "wide_range", "tiny", "with_specials")
+VALUE_KINDS = ("normal", "large_offset", "wide_range", "tiny", "with_specials", "ties",
+               "neg_inf_rows")
 
 
 def dims(max_size: int = MAX_NUMEL) -> st.SearchStrategy[int]:
@@ -52,7 +53,7 @@ def shapes(draw, op: OpSpec, max_numel: int = MAX_NUMEL) -> tuple[int, ...]:
 def make_values(shape, dtype: torch.dtype, kind: str, seed: int) -> torch.Tensor:
     """Input values of one named distribution, made in float64 then rounded to ``dtype``."""
     gen = torch.Generator().manual_seed(seed)
-    if not dtype.is_floating_point and kind in ("tiny", "with_specials"):
+    if not dtype.is_floating_point and kind in ("tiny", "with_specials", "neg_inf_rows"):
         kind = "normal"  # integers have no subnormals, inf or NaN
     x = torch.randn(shape, generator=gen, dtype=torch.float64)
     if kind == "large_offset":    # mean >> spread: catastrophic cancellation in E[x^2]-E[x]^2
@@ -66,13 +67,23 @@ def make_values(shape, dtype: torch.dtype, kind: str, seed: int) -> torch.Tensor
         if flat.numel():
             idx = torch.randint(0, flat.numel(), (3,), generator=gen)
             flat[idx[0]], flat[idx[1]], flat[idx[2]] = float("inf"), float("-inf"), float("nan")
+    elif kind == "ties":          # a handful of distinct values: exact ties for max/argmax
+        x = torch.round(x.clamp(-2.5, 2.5))
+    elif kind == "neg_inf_rows":  # normal values, with whole rows of -inf (softmax: NaN rows)
+        if x.dim() and x.numel():
+            rows = x.reshape(-1, x.shape[-1])
+            rows[torch.randint(0, rows.shape[0], (max(1, rows.shape[0] // 4),), generator=gen)] \
+                = float("-inf")
+        elif x.numel():
+            x.fill_(float("-inf"))
     elif kind != "normal":
         raise ValueError(f"unknown value kind '{kind}'; known: {VALUE_KINDS}")
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         return (x * 100).round().clamp(info.min, info.max).to(dtype)
     finfo = torch.finfo(dtype)
-    return x.clamp(-finfo.max, finfo.max).to(dtype) if kind != "with_specials" else x.to(dtype)
+    keeps_inf = kind in ("with_specials", "neg_inf_rows")
+    return x.to(dtype) if keeps_inf else x.clamp(-finfo.max, finfo.max).to(dtype)
 
 
 #: Memory layouts of the drawn input: the same values, laid out differently.
@@ -183,7 +194,7 @@ def grid_limited_profiles(draw, profile: Profile) -> Profile:
             "limits.grid_max": axes,
             "limits.grid_max_product": product,
             "launch.max_grid_num": cap,
-            "launch.max_fused_size_bytes": draw(st.sampled_from([64, 256, 1024])),
+            "launch.max_fused_size_bytes": draw(st.sampled_from([64, 256])),
             "launch.elementwise_block_bytes": draw(st.sampled_from([64, 256])),
             "limits.compute_units": draw(st.integers(1, 8)),
         })

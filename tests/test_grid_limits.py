@@ -1,0 +1,86 @@
+"""The grid-limit suite fails on planted faults (rows on an axis whose limit they
+exceed; a grid-stride loop that skips the tail) and passes the references; the grid
+validation and the launch recording it relies on."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tests.helpers import run_pytest
+from triton_cts import launches
+from triton_cts.grid_check import grid_violations
+from triton_cts.profiles import load_profiles
+
+SUITE = "suites/test_grid_limits.py"
+PLANTED = "tests.planted.grid_faults"
+AXIS_Y = f"{PLANTED}:softmax_rows_on_axis_y"
+SKIPS_TAIL = f"{PLANTED}:gelu_grid_stride_skips_tail"
+
+
+def test_suite_catches_planted_faults_and_passes_references():
+    result = run_pytest(SUITE, "--vendor", "nvidia-sm90", "--mode", "interpreter", "--mode",
+                        "compile", "--op", "softmax", "--op", "gelu", "--impl", "reference",
+                        "--impl", f"softmax={AXIS_Y}", "--impl", f"gelu={SKIPS_TAIL}",
+                        "--hypothesis-profile", "ci", "-k", "not empty")
+    out = result.stdout
+    assert result.returncode == 1, out
+    failed = {line.split("::")[1].split(" ")[0] for line in out.splitlines()
+              if line.startswith(f"FAILED {SUITE}::")}
+    assert not [f for f in failed if "-reference" in f], out
+    assert f"test_grids_within_limits_at_edges[softmax-{AXIS_Y}-nvidia-sm90-interpreter]" in failed
+    assert f"test_grids_within_limits_at_full_size[softmax-{AXIS_Y}-nvidia-sm90-compile]" in failed
+    assert f"test_grids_within_limits_at_edges[gelu-{SKIPS_TAIL}-nvidia-sm90-interpreter]" in failed
+    # the failure names the kernel, the grid and the limit
+    assert ("_softmax_row_per_program_y_kernel launched with grid (1, 65536, 1): axis y = 65536 "
+            "exceeds limits.grid_max[1] = 65535 of nvidia-sm90") in out
+    assert "out=nan" in out  # rows the loop skipped keep their poison
+    assert "reproduce: pytest" in out
+
+
+@pytest.fixture(scope="module")
+def sm90():
+    return load_profiles()["nvidia-sm90"]
+
+
+@pytest.mark.parametrize("grid, problem", [
+    ((1, 65535, 1), None),
+    ((1, 65536, 1), "axis y = 65536 exceeds limits.grid_max[1] = 65535"),
+    ((1, 1, 65536), "axis z = 65536 exceeds limits.grid_max[2] = 65535"),
+    ((65536, 65536, 1), "4294967296 programs exceed limits.grid_max_product = 2147483647"),
+    ((2**31 - 1, 2, 1), "programs exceed limits.grid_max_product"),
+    ((0,), "axis x = 0"),
+])
+def test_grid_violations(sm90, grid, problem):
+    found = grid_violations(grid, sm90, capped=False, kernel="k")
+    if problem is None:
+        assert found == []
+    else:
+        assert any(problem in p for p in found), found
+        assert all(p.startswith(f"k launched with grid ") for p in found)
+
+
+def test_capped_launchers_are_held_to_max_grid_num(sm90):
+    assert grid_violations((65535,), sm90, capped=True) == []
+    assert "launch.max_grid_num = 65535" in grid_violations((65536,), sm90, capped=True)[0]
+    assert grid_violations((65536,), sm90, capped=False) == []
+    with pytest.raises(ValueError, match="1 to 3 dims"):
+        grid_violations((1, 1, 1, 1), sm90, capped=False)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 2}), triton.Config({"BLOCK": 4})], key=["n"],
+                 do_bench=lambda call, quantiles=None: [call() or 0.0] * len(quantiles))
+@triton.heuristics(values={"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def _copy_kernel(X, Y, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < n), mask=offs < n)
+
+
+def test_recording_covers_autotuned_and_heuristic_launches_with_callable_grids():
+    x, y = torch.arange(8.0), torch.zeros(8)
+    with launches.interpreted(), launches.record_launches() as log:
+        _copy_kernel[lambda meta: (triton.cdiv(8, meta["BLOCK"]),)](x, y, 8)
+    # both configs while tuning, then the chosen one; each grid from its own BLOCK
+    assert sorted({(rec.name, rec.grid) for rec in log}) == [
+        ("_copy_kernel", (2, 1, 1)), ("_copy_kernel", (4, 1, 1))]
+    assert len(log) == 3 and torch.equal(x, y)
