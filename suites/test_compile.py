@@ -40,14 +40,26 @@ def _launches(target):
     out, empty = [], []
     for dtype in dtypes:
         for shape in target.op.compile_shapes:
-            x = hh.make_values(shape, dtype, "normal", seed=0)
-            args, kwargs = target.op.make_args(x, torch.Generator().manual_seed(1))
+            args, kwargs = _args(target.op, dtype, shape)
             with every_autotune_config():
                 captured = runner.run_target(target, args, kwargs)
             if not captured:
                 empty.append(f"{_dtype(dtype)} {shape}: the launcher launched no kernel")
             out += [(dtype, shape, launch) for launch in captured]
     return out, empty
+
+
+_ARGS: dict = {}
+
+
+def _args(op, dtype, shape):
+    """One op's arguments at a compile shape, built once per process: every profile
+    compiles the same inputs (the runner passes copies to the launcher)."""
+    key = (op.name, dtype, shape)
+    if key not in _ARGS:
+        x = hh.make_values(shape, dtype, "normal", seed=0)
+        _ARGS[key] = op.make_args(x, torch.Generator().manual_seed(1))
+    return _ARGS[key]
 
 
 def _dtype(dtype) -> str:

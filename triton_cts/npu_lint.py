@@ -29,9 +29,12 @@ helpers are included); loop-carried values stand for their initial value.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from triton_cts.profiles import Profile
 
@@ -61,12 +64,16 @@ class Op:
 
 
 def upstream_ttir(launch) -> str:
-    """TTIR of a captured launch through an upstream backend (no code generation)."""
+    """TTIR of a captured launch through an upstream backend (no code generation), cached
+    beside Triton's own cache under Triton's cache key."""
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
 
-    from triton_cts.cross_compile import specialize
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.runtime.cache import get_cache_key
+
+    from triton_cts.cross_compile import specialize, use_project_cache
     from triton_cts.modes import _upstream_backends
 
     available = _upstream_backends()
@@ -75,6 +82,11 @@ def upstream_ttir(launch) -> str:
     src, options = specialize(launch, target)
     backend = make_backend(target)
     options = backend.parse_options(options)
+    key = get_cache_key(src, backend, options, env_vars=get_cache_invalidating_env_vars())
+    path = (Path(use_project_cache()) / "triton-cts-ttir"
+            / f"{hashlib.sha256(key.encode()).hexdigest()}.ttir")
+    if path.exists():
+        return path.read_text()
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
@@ -82,7 +94,12 @@ def upstream_ttir(launch) -> str:
                          backend.get_module_map(), context)
     stages: dict = {}
     backend.add_stages(stages, options, src.language)
-    return str(stages["ttir"](module, {"target": target, **options.__dict__}))
+    ttir = str(stages["ttir"](module, {"target": target, **options.__dict__}))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(ttir)
+    os.replace(tmp, path)            # atomic: xdist workers may write the same entry
+    return ttir
 
 
 # --------------------------------------------------------------------------------------
