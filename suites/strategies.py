@@ -27,20 +27,34 @@ VALUE_KINDS = ("normal", "large_offset", "wide_range", "tiny", "with_specials", 
                "neg_inf_rows")
 
 
-def dims(max_size: int = MAX_NUMEL) -> st.SearchStrategy[int]:
-    return st.one_of(st.sampled_from([d for d in INTERESTING_DIMS if d <= max_size]),
-                     st.integers(1, min(max_size, 300)))
+def dims(max_size: int = MAX_NUMEL, extra: tuple[int, ...] = ()) -> st.SearchStrategy[int]:
+    interesting = sorted({d for d in INTERESTING_DIMS + extra if 1 <= d <= max_size})
+    return st.one_of(st.sampled_from(interesting), st.integers(1, min(max_size, 300)))
+
+
+def profile_dims(profile: Profile | None, dtype: torch.dtype | None) -> tuple[int, ...]:
+    """Row lengths at and around the profile's block sizes for ``dtype``: one element
+    either side of MAX_FUSED_SIZE (fused kernel vs tiled fallback) and of the elementwise
+    block (the masked tail)."""
+    if profile is None or dtype is None:
+        return ()
+    out = []
+    for size in (profile.max_fused_elements(dtype), profile.elementwise_block(dtype)):
+        out += [size - 1, size, size + 1]
+    return tuple(out)
 
 
 @st.composite
-def shapes(draw, op: OpSpec, max_numel: int = MAX_NUMEL) -> tuple[int, ...]:
+def shapes(draw, op: OpSpec, max_numel: int = MAX_NUMEL, profile: Profile | None = None,
+           dtype: torch.dtype | None = None) -> tuple[int, ...]:
     """A shape the op accepts, with at most ``max_numel`` elements; the last dim is the
-    one kernels block over, so it is drawn first and gets most of the budget."""
+    one kernels block over, so it is drawn first, gets most of the budget, and may sit
+    at the profile's block sizes (see profile_dims)."""
     ndim = draw(st.integers(op.min_ndim, min(op.max_ndim, 4)))
     if ndim == 0:
         return ()
     budget = max_numel
-    last = draw(dims(budget))
+    last = draw(dims(budget, profile_dims(profile, dtype)))
     out = [last]
     budget //= last
     for _ in range(ndim - 1):
@@ -126,7 +140,7 @@ class Case(NamedTuple):
 @st.composite
 def cases(draw, op: OpSpec, profile: Profile, dtype: torch.dtype,
           max_numel: int = MAX_NUMEL, kinds: tuple[str, ...] = VALUE_KINDS) -> Case:
-    shape = draw(shapes(op, max_numel))
+    shape = draw(shapes(op, max_numel, profile, dtype))
     kind = draw(st.sampled_from(kinds))
     seed = draw(st.integers(0, 2**31 - 1))
     layout = draw(st.sampled_from(LAYOUTS))
