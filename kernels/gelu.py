@@ -113,3 +113,8 @@ class GeluFunction(torch.autograd.Function):
     def backward(ctx, dy):
         (x,) = ctx.saved_tensors
         return gelu_backward(dy, x, profile=ctx.profile), None
+
+
+def gelu_autograd(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
+    """Differentiable :func:`gelu` (forward and backward kernels)."""
+    return GeluFunction.apply(x, profile)

@@ -1121,3 +1121,8 @@ def layer_norm_autograd(x, weight, bias, eps: float = 1e-5, *, residual=None, ro
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
     return LayerNormFunction.apply(x, weight, bias, residual, rowscale, eps, dropout_p, seed,
                                    rms, profile)
+
+
+def rms_norm_autograd(x, weight, eps: float = 1e-6, *, profile: Profile):
+    """Differentiable :func:`rms_norm` (y only)."""
+    return LayerNormFunction.apply(x, weight, None, None, None, eps, 0.0, None, True, profile)

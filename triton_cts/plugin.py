@@ -152,6 +152,8 @@ def build_selection(config: pytest.Config) -> Selection:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cts_targets(predicate=f): run this suite test only for "
+                                       "check targets for which predicate(target) is true")
     config.addinivalue_line("markers", "cts_modes(*modes): run this suite test only in these "
                                        "execution modes")
     try:
@@ -186,7 +188,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     per_dtype = "dtype" in metafunc.fixturenames
     per_relation = per_dtype and "relation" in metafunc.fixturenames
     params = []
+    wanted = metafunc.definition.get_closest_marker("cts_targets")
     for target in sel.targets(modes=modes):
+        if wanted is not None and not wanted.kwargs["predicate"](target):
+            continue
         reason = (unsupported_reason(target.mode, target.profile, sel.device_profile)
                   or target.impl.unsupported_reason(target.mode, target.profile))
         if not per_dtype:

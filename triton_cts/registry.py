@@ -51,6 +51,9 @@ class OpSpec:
     #: dot product of large terms that cancel), ``error_scale(*args64)`` gives, per output,
     #: the magnitude atol is multiplied by; None keeps atol as is.
     error_scale: Callable[..., tuple] | None = None
+    #: "module:function" of a differentiable launcher taking the op's forward arguments
+    #: (what make_args builds) and returning the op's first output; gradcheck runs it.
+    autograd: str | None = None
     #: Known gaps of an execution mode: {(mode, dtype): reason}; reported as not supported.
     mode_gaps: Mapping[tuple[str, torch.dtype], str] = field(default_factory=dict)
     #: Implementations declared bitwise reproducible from run to run (same inputs,

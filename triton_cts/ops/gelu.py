@@ -23,6 +23,7 @@ GELU = OpSpec(
     description="GELU, tanh approximation, forward",
     reference=reference,
     reference_kernel="kernels.gelu:gelu",
+    autograd="kernels.gelu:gelu_autograd",
     dtypes=FLOATS,
     make_args=lambda x, gen: ((x,), {}),
     min_ndim=0,

@@ -41,6 +41,7 @@ SOFTMAX = OpSpec(
     description="softmax over the last dim, forward",
     reference=_softmax_ref,
     reference_kernel="kernels.softmax:softmax",
+    autograd="kernels.softmax:softmax_autograd",
     dtypes=FLOATS,
     make_args=lambda x, gen: ((x,), {}),
     min_ndim=0,

@@ -1,0 +1,51 @@
+"""Gradients through the kernels: ``torch.autograd.gradcheck`` in float64 compares the
+backward kernels' analytic Jacobian with finite differences of the forward kernels, for
+every op that declares a differentiable launcher (``OpSpec.autograd``)."""
+import pytest
+import torch
+from hypothesis import given, note, settings, strategies as st
+
+from suites import strategies as hh
+from triton_cts import launches, loader
+from triton_cts.modes import Mode
+from triton_cts.plugin import NOT_SUPPORTED
+from triton_cts.registry import REFERENCE
+
+#: gradcheck (fast mode: random projections of the Jacobian) still runs the kernels a
+#: few times per input: keep inputs small.
+MAX_NUMEL = 48
+
+
+def _has_autograd(target) -> bool:
+    return target.op.autograd is not None and target.impl.name == REFERENCE
+
+
+@pytest.mark.cts_targets(predicate=_has_autograd)
+@pytest.mark.cts_modes("device", "interpreter")
+@settings(max_examples=2)
+@given(data=st.data())
+def test_gradients_match_finite_differences(target, data, repro):
+    if not target.profile.supports_dtype(torch.float64):
+        pytest.skip(f"{NOT_SUPPORTED}gradcheck needs float64, which profile "
+                    f"{target.profile.name} lacks")
+    case = data.draw(hh.cases(target.op, target.profile, torch.float64, MAX_NUMEL,
+                              kinds=("normal",)), label="case")
+    note(f"case: {case.describe()}")
+    fn = loader.resolve(target.op.autograd)
+    device = "cuda" if target.mode is Mode.DEVICE else "cpu"
+    inputs = tuple(a.detach().to(device).requires_grad_() if isinstance(a, torch.Tensor)
+                   and a.dtype.is_floating_point else a for a in case.args)
+
+    def forward(*tensors):
+        return fn(*tensors, **case.kwargs, profile=target.profile)
+
+    interpreted = launches.interpreted() if target.mode is Mode.INTERPRETER \
+        else launches.interpreted(False)
+    with interpreted:
+        try:
+            torch.autograd.gradcheck(forward, inputs, eps=1e-6, atol=1e-5, rtol=1e-3,
+                                     fast_mode=True)
+        except torch.autograd.gradcheck.GradcheckError as exc:
+            raise AssertionError(f"{target.op.name}[{target.impl.name}] on "
+                                 f"{target.profile.name} ({target.mode}), {case.describe()}: "
+                                 f"{exc}\nreproduce: {repro}") from None
