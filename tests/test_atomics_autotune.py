@@ -26,7 +26,7 @@ def test_suite_catches_planted_faults_and_passes_references():
               if line.startswith(f"FAILED {SUITE}::")}
     assert not [f for f in failed if "-reference" in f], out  # the references pass
     for impl in (NO_RESET, CLOBBERED):
-        for test in ("test_first_tuning_call_matches_reference", "test_tuning_keeps_caller_buffers"):
+        for test in ("test_first_tuning_call_matches_reference",):
             assert any(f.startswith(f"{test}[") and impl in f and "interpreter" in f
                        for f in failed), (test, impl, out)
         # the static check also fails in compile mode, where nothing runs
