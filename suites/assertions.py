@@ -57,7 +57,8 @@ def describe_profile(profile) -> str:
 
 def assert_matches_reference(target, case, outputs, references, repro: str, profile=None,
                              against: str = "ref", scale: float = 1.0,
-                             error_scales=None, tolerance_dtype=None) -> list[dict]:
+                             error_scales=None, tolerance_dtype=None,
+                             ambiguities=None) -> list[dict]:
     """Every output within tolerance of its reference (the float64 one, or another run's
     outputs when ``against`` names it, with the bound multiplied by ``scale``); returns one
     record per output. ``tolerance_dtype``: whose tolerance applies, when the outputs
@@ -87,6 +88,8 @@ def assert_matches_reference(target, case, outputs, references, repro: str, prof
         rtol, atol = rtol * scale, atol * scale
         if error_scales is not None and error_scales[i] is not None:
             atol = atol * error_scales[i]  # the op's own error model (OpSpec.error_scale)
+        if ambiguities is not None and ambiguities[i] is not None:
+            atol = atol + ambiguities[i]   # either of two right answers (OpSpec.ambiguity)
         if out.dtype.is_floating_point and ref.dtype.is_floating_point:
             # An exact result beyond the output dtype's range is stored as +-inf by any
             # correct kernel (and by torch): round the reference's range the same way.

@@ -156,6 +156,14 @@ def error_scales(target, args: tuple, kwargs: dict):
         *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
 
 
+def ambiguities(target, args: tuple, kwargs: dict):
+    """Per-output gaps between equally right answers (``OpSpec.ambiguity``), or None."""
+    if target.op.ambiguity is None:
+        return None
+    return provided(target, as_tuple(target.op.ambiguity(
+        *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+
+
 def provided(target, values):
     """The op's outputs the implementation computes (``Implementation.outputs``)."""
     if target.impl.outputs is None:

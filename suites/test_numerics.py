@@ -30,8 +30,10 @@ def test_matches_reference(target, dtype, data, repro, record_property):
         out = runner.run_target(target, case.args, case.kwargs)
     ref = runner.run_reference(target, case.args, case.kwargs)
     scales = runner.error_scales(target, case.args, case.kwargs)
+    gaps = runner.ambiguities(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
-                                                         error_scales=scales))
+                                                         error_scales=scales,
+                                                         ambiguities=gaps))
 
 
 @pytest.mark.cts_modes("device", "interpreter")
@@ -44,8 +46,10 @@ def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, re
         out = runner.run_target(target, case.args, case.kwargs, profile=derived)
     ref = runner.run_reference(target, case.args, case.kwargs)
     scales = runner.error_scales(target, case.args, case.kwargs)
+    gaps = runner.ambiguities(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
-                                                         profile=derived, error_scales=scales))
+                                                         profile=derived, error_scales=scales,
+                                                         ambiguities=gaps))
 
 
 @pytest.mark.cts_modes("device", "interpreter")

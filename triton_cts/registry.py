@@ -51,6 +51,12 @@ class OpSpec:
     #: dot product of large terms that cancel), ``error_scale(*args64)`` gives, per output,
     #: the magnitude atol is multiplied by; None keeps atol as is.
     error_scale: Callable[..., tuple] | None = None
+    #: Where an input is a rounded copy of something an implementation may also recompute
+    #: (the float32 mean and rstd a backward receives), two answers are right: the
+    #: gradient at the statistics given and the one at the exact statistics.
+    #: ``ambiguity(*args64)`` gives, per output, the elementwise gap between them (or None);
+    #: it is added to the bound.
+    ambiguity: Callable[..., tuple] | None = None
     #: "module:function" of a differentiable launcher taking the op's forward arguments
     #: (what make_args builds) and returning the op's first output; gradcheck runs it.
     autograd: str | None = None
