@@ -27,3 +27,12 @@ def test_only_known_kinds_are_excluded():
         assert set(excluded) <= set(hh.VALUE_KINDS)
         assert all(reason for reason in excluded.values())
     assert interpreter_defects.excluded_value_kinds(torch.float32) == {}
+
+
+def test_missing_bf16_builder_is_an_interpreter_defect():
+    cause = AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'")
+    try:
+        raise RuntimeError(repr(cause)) from cause
+    except RuntimeError as exc:
+        assert "bfloat16 constants" in interpreter_defects.known_defect(exc)
+    assert interpreter_defects.known_defect(ValueError("wrong answer")) is None

@@ -49,3 +49,14 @@ def excluded_value_kinds(dtype: torch.dtype) -> dict[str, str]:
         return {"tiny": f"the interpreter of triton {triton.__version__} converts bf16 "
                         "subnormals to float32 wrongly"}
     return {}
+
+
+def known_defect(exc: BaseException) -> str | None:
+    """Why ``exc``, raised while interpreting a kernel, is a defect of the interpreter
+    rather than of the kernel, or None. Triton 3.6's interpreter cannot build bfloat16
+    constants (its builder has no ``get_bf16``), so any kernel that makes one fails."""
+    text = f"{exc!r} {exc.__cause__!r}"
+    if "'InterpreterBuilder' object has no attribute 'get_bf16'" in text:
+        return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
+                "constants (InterpreterBuilder.get_bf16 is missing)")
+    return None
