@@ -245,6 +245,7 @@ def _flag_kernel():
 PROBE_GRIDS = ((1, 65535, 1), (1, 65536, 1), (1, 1, 65536), (65536, 65536, 1))
 
 
+@pytest.mark.cts_modes("device")
 def test_grid_validation_flags_silent_noop_launches(request, record_property):
     """On the attached device, every probe grid the device refuses or silently drops is
     one the grid validation flags for the device's profile, and every grid it flags

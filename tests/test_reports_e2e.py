@@ -19,7 +19,7 @@ USAGE_ERROR = 4
 
 def test_clean_run_writes_json_and_html_and_conforms(tmp_path):
     out, page = tmp_path / "r.json", tmp_path / "r.html"
-    result = run_pytest("suites/", *GELU, "--mode", "interpreter",
+    result = run_pytest("suites/test_numerics.py", *GELU, "--mode", "interpreter",
                         "--report-json", str(out), "--report-html", str(page))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "triton-cts: CONFORMS: 12 checks (12 pass)" in result.stdout
@@ -160,12 +160,13 @@ def test_bad_report_options_stop_the_run(tmp_path, args, message):
 def test_shards_partition_the_run_and_merge_back(tmp_path):
     select = ("--op", "gelu", "--op", "gelu_backward", "--vendor", "nvidia-sm90",
               "--vendor", "amd-gfx942", "--mode", "compile")
-    full = run_pytest("suites/", "--collect-only", "-q", *select)
+    full = run_pytest("suites/test_compile.py", "--collect-only", "-q", *select)
     full_ids = {line for line in full.stdout.splitlines() if "::" in line}
     assert len(full_ids) == 4, full.stdout
     paths, shard_ids = [tmp_path / f"shard{i}.json" for i in (1, 2)], []
     for i, path in enumerate(paths, 1):
-        result = run_pytest("suites/", *select, "--shard", f"{i}/2", "--report-json", str(path))
+        result = run_pytest("suites/test_compile.py", *select, "--shard", f"{i}/2",
+                            "--report-json", str(path))
         assert result.returncode == 0, result.stdout + result.stderr
         doc = load_report(path)
         assert doc["environment"]["shard"] == f"{i}/2"

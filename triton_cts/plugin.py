@@ -224,12 +224,16 @@ def dtype_gap(target: CheckTarget, dtype) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A suite test with no target under this selection (e.g. a compile test when only
     interpreter mode was asked for) is deselected, not reported as an empty skip."""
+    selected_modes = {m.value for m in selection(config).modes}
     keep, drop = [], []
     for item in items:
         wants = "target" in getattr(item, "fixturenames", ())
         has = hasattr(item, "callspec") and isinstance(item.callspec.params.get("target"),
                                                        CheckTarget)
-        (drop if wants and not has else keep).append(item)
+        marker = item.get_closest_marker("cts_modes")
+        # a suite test without targets (a device probe, say) runs only in its modes
+        off_mode = not wants and marker is not None and not selected_modes & set(marker.args)
+        (drop if (wants and not has) or off_mode else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
