@@ -84,6 +84,8 @@ def test_falsifying_example_is_cut_from_the_failure_text():
     assert falsifying_example(text) == ("Falsifying example: test_x(\n    a=1,\n)\n"
                                         "Draw 1 (case): Case(shape=(3,))")
     assert falsifying_example("E AssertionError: no example") is None
+    newer = text.replace("Falsifying example", "Failing test case")  # hypothesis >= 6.16x
+    assert falsifying_example(newer).startswith("Failing test case: test_x(\n    a=1,")
 
 
 # ---- expectations ------------------------------------------------------------------------

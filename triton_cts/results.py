@@ -141,13 +141,15 @@ _SHAPE = re.compile(r"\bshape=(\([\d, ]*\))")
 
 
 def falsifying_example(longrepr: str) -> str | None:
-    """Hypothesis' "Falsifying example" block (with its Draw lines and the
-    reproduce_failure hint) from a failure text, without pytest's "E   " margin."""
+    """Hypothesis' "Falsifying example" block ("Failing test case" since hypothesis
+    6.16x), with its Draw lines and the reproduce_failure hint, from a failure text,
+    without pytest's "E   " margin."""
     out = []
     for line in longrepr.splitlines():
         in_e_block = line.startswith("E ") or line == "E"
         line = re.sub(r"^E(?: {7}| *$)", "", line) if in_e_block else line
-        if not out and line.startswith("Falsifying") and "example" in line:
+        if not out and (line.startswith("Falsifying") and "example" in line
+                        or line.startswith("Failing test case")):
             out.append(line)
         elif out:
             if not in_e_block and not line.startswith(" "):
