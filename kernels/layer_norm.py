@@ -923,6 +923,22 @@ def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Prof
     return tuple(dict.fromkeys(configs))
 
 
+def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
+                          dropout_p, dresidual_out, has_residual, profile: Profile):
+    """What the fused strategies share before their kernels: checked operands, and the
+    finished gradients when there is nothing to launch (empty input) or the rows are
+    longer than the fused tile (handed to the tiled strategy); None otherwise."""
+    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
+                                         dropout_mask, dropout_p, dresidual_out, has_residual,
+                                         profile)
+    n_rows, n_cols = p.dx.shape
+    if n_rows == 0 or n_cols == 0:
+        return p, dropout_scale, _grads(p)
+    if not _fits_fused(n_cols, x.dtype, profile):
+        return p, dropout_scale, _backward_tiled(p, dropout_scale, profile)
+    return p, dropout_scale, None
+
+
 def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
                                rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
                                dresidual_out=None, has_residual: bool = False,
@@ -931,14 +947,12 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     for float64 inputs); rows per program autotuned. Rows beyond the fused tile use the
     tiled strategy. See :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_atomic"
-    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
-                                         dropout_mask, dropout_p, dresidual_out, has_residual,
-                                         profile)
+    p, dropout_scale, done = _start_fused_backward(
+        op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
+        dresidual_out, has_residual, profile)
+    if done is not None:
+        return done
     n_rows, n_cols = p.dx.shape
-    if n_rows == 0 or n_cols == 0:
-        return _grads(p)
-    if not _fits_fused(n_cols, x.dtype, profile):
-        return _backward_tiled(p, dropout_scale, profile)
     acc = _stat_dtype(x.dtype)
     if not profile.supports_atomic("add", acc):
         raise UnsupportedDtypeError(
@@ -979,14 +993,12 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     reproducible for a given profile and shape. Rows beyond the fused tile use the tiled
     strategy. See :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_partial"
-    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
-                                         dropout_mask, dropout_p, dresidual_out, has_residual,
-                                         profile)
+    p, dropout_scale, done = _start_fused_backward(
+        op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
+        dresidual_out, has_residual, profile)
+    if done is not None:
+        return done
     n_rows, n_cols = p.dx.shape
-    if n_rows == 0 or n_cols == 0:
-        return _grads(p)
-    if not _fits_fused(n_cols, x.dtype, profile):
-        return _backward_tiled(p, dropout_scale, profile)
     acc = _stat_dtype(x.dtype)
     block_n = next_power_of_2(n_cols)
     block_m = _row_block(n_rows, block_n, _backward_tile(x.dtype, profile), profile)
