@@ -4,6 +4,7 @@ every op that declares a differentiable launcher (``OpSpec.autograd``)."""
 import pytest
 import torch
 from hypothesis import given, note, settings, strategies as st
+from torch.autograd.gradcheck import GradcheckError
 
 from suites import strategies as hh
 from triton_cts import launches, loader
@@ -45,7 +46,7 @@ def test_gradients_match_finite_differences(target, data, repro):
         try:
             torch.autograd.gradcheck(forward, inputs, eps=1e-6, atol=1e-5, rtol=1e-3,
                                      fast_mode=True)
-        except torch.autograd.gradcheck.GradcheckError as exc:
+        except GradcheckError as exc:  # torch.autograd.gradcheck is the function, not the module
             raise AssertionError(f"{target.op.name}[{target.impl.name}] on "
                                  f"{target.profile.name} ({target.mode}), {case.describe()}: "
                                  f"{exc}\nreproduce: {repro}") from None

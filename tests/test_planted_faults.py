@@ -53,3 +53,17 @@ def test_suites_catch_classic_reduction_bugs(op, fault, suite, evidence):
     assert failed and all(f"{NORM}:{fault}" in line for line in failed), failed
     assert evidence in result.stdout or any(evidence in line for line in failed)
     assert "reproduce: pytest" in result.stdout
+
+
+def test_gradcheck_catches_a_wrong_backward():
+    """A backward 1% off passes no gradcheck; the same run without the plant passes."""
+    args = ("suites/test_gradcheck.py", "--vendor", "nvidia-sm80", "--mode", "interpreter",
+            "--op", "gelu", "--hypothesis-profile", "ci")
+    planted = run_pytest("-p", "tests.planted.gradcheck_faults", *args)
+    assert planted.returncode == 1, planted.stdout
+    assert "FAILED suites/test_gradcheck.py::test_gradients_match_finite_differences[gelu-" \
+        in planted.stdout
+    assert "Jacobian mismatch" in planted.stdout and "reproduce: pytest" in planted.stdout
+    assert "DOES NOT CONFORM: 1 checks (1 fail)" in planted.stdout  # a failure, not a crash
+    clean = run_pytest(*args)
+    assert clean.returncode == 0 and "1 passed" in clean.stdout, clean.stdout
