@@ -1,7 +1,10 @@
 """python -m benchmarks [--op OP ...] [--dtype bfloat16 float32] [--library liger ...] [--json FILE]
 
-Times each reference kernel and torch eager with triton.testing.do_bench (median of
-repeated runs, after warm-up, on random data) and prints one table. With --library, each
+Times each reference kernel and torch eager twice, on random data, median of repeated
+runs after warm-up: per call (triton.testing.do_bench: what a Python caller sees, the
+launcher's CPU time included wherever it exceeds the GPU's) and replayed from a CUDA
+graph (do_bench_cudagraph: the kernels alone). Bandwidth and % of peak are computed from
+the kernel time; the speedup over torch eager is given for both. With --library, each
 named third-party library (through its adapter in triton_cts/adapters/) is timed on the
 same tensors, one row per library under ours."""
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+from importlib import metadata
 import sys
 
 import torch
@@ -25,7 +29,7 @@ def measured_copy_gbs() -> float:
 
 def main(argv=None) -> int:
     from tabulate import tabulate
-    from triton.testing import do_bench
+    from triton.testing import do_bench, do_bench_cudagraph
 
     from benchmarks import cases
     from triton_cts import adapters
@@ -63,8 +67,27 @@ def main(argv=None) -> int:
     peak_gbs = profile.peak_bandwidth_gbs()
     rows, records = [], []
 
-    def timed(fn):
-        return do_bench(fn, warmup=25, rep=100, return_mode="median")
+    def save():
+        """Write what is measured so far (after every shape: a run cut short keeps it)."""
+        if args.json:
+            import triton
+            env = {"device": device.name, "profile": profile.name, "copy_gbs": copy_gbs,
+                   "torch": torch.__version__, "triton": triton.__version__,
+                   "python": platform.python_version(),
+                   "libraries": {name: metadata.version(adapters.by_name(name).distribution)
+                                 for name in libraries}}
+            with open(args.json, "w") as fh:
+                json.dump({"environment": env, "results": records}, fh, indent=1)
+
+    def timed(fn) -> tuple[float, float]:
+        """(per-call ms, CUDA-graph ms); the graph time is NaN where capture fails."""
+        call = do_bench(fn, warmup=25, rep=100, return_mode="median")
+        try:
+            graph = do_bench_cudagraph(fn, rep=20, return_mode="median")
+        except Exception:  # e.g. torch autograd that cannot be captured
+            torch.cuda.synchronize()
+            graph = float("nan")
+        return call, graph
 
     for op in ops:
         for dtype in dtypes:
@@ -73,50 +96,62 @@ def main(argv=None) -> int:
             else:
                 benches = [cases.memory_bound(op, s, dtype, profile) for s in cases.MEMORY_SHAPES]
             for bench in benches:
-                ours_ms, torch_ms = timed(bench.ours), timed(bench.torch_eager)
-                rec = {"op": op, "dtype": str(dtype).removeprefix("torch."),
-                       "shape": "x".join(map(str, bench.shape)), "ms": ours_ms,
-                       "torch_ms": torch_ms, "speedup": torch_ms / ours_ms}
-                if bench.flops:
-                    rec["tflops"] = bench.flops / (ours_ms * 1e-3) / 1e12
-                    rec["torch_tflops"] = bench.flops / (torch_ms * 1e-3) / 1e12
-                    rec["pct_peak"] = 100 * rec["tflops"] / profile["peak.dense_tflops"].get(
-                        rec["dtype"] if dtype != torch.float32 or not profile["dtypes.tf32"] else "tf32", float("nan"))
-                    rows.append([op, rec["dtype"], rec["shape"], f"{ours_ms:.3f}",
-                                 f"{rec['tflops']:.0f} TFLOP/s", f"{rec['pct_peak']:.0f}", "",
-                                 f"{rec['torch_tflops']:.0f} TFLOP/s", f"{rec['speedup']:.2f}x"])
-                else:
-                    rec["gbs"] = bench.bytes / (ours_ms * 1e-3) / 1e9
-                    rec["torch_gbs"] = bench.bytes / (torch_ms * 1e-3) / 1e9
-                    rec["pct_peak"] = 100 * rec["gbs"] / peak_gbs
-                    rec["pct_copy"] = 100 * rec["gbs"] / copy_gbs
-                    rows.append([op, rec["dtype"], rec["shape"], f"{ours_ms:.3f}",
-                                 f"{rec['gbs']:.0f} GB/s", f"{rec['pct_peak']:.0f}",
-                                 f"{rec['pct_copy']:.0f}", f"{rec['torch_gbs']:.0f} GB/s",
-                                 f"{rec['speedup']:.2f}x"])
+                torch_times = timed(bench.torch_eager)
+                row, rec = _measured(op, bench, timed(bench.ours), torch_times, profile,
+                                     peak_gbs, copy_gbs)
+                rows.append(row)
                 records.append(rec)
+                print(" | ".join(row), flush=True)  # progress; the table follows at the end
                 for name in libraries:
-                    row, lib_rec = _library_row(name, bench, rec, timed, peak_gbs, copy_gbs,
-                                                profile)
+                    row, lib_rec = _library_row(name, bench, torch_times, timed, profile,
+                                                peak_gbs, copy_gbs)
                     if row:
                         rows.append(row)
                         rec.setdefault("libraries", {})[name] = lib_rec
+                        print(" | ".join(row), flush=True)
+                save()
                 torch.cuda.empty_cache()
     print(f"device: {device.name} -> profile {profile.name}; peak {peak_gbs:.0f} GB/s "
           f"(profile), measured copy {copy_gbs:.0f} GB/s")
-    print(tabulate(rows, headers=["op", "dtype", "shape", "ms", "ours", "% peak", "% copy",
-                                  "torch eager", "speedup"]))
-    if args.json:
-        import triton
-        env = {"device": device.name, "profile": profile.name, "copy_gbs": copy_gbs,
-               "torch": torch.__version__, "triton": triton.__version__,
-               "python": platform.python_version()}
-        with open(args.json, "w") as fh:
-            json.dump({"environment": env, "results": records}, fh, indent=1)
+    print(tabulate(rows, headers=HEADERS))
+    print("ms: per call / replayed from a CUDA graph (kernels only); throughput and % from the "
+          "graph time; speedup over torch eager per call / in graphs")
+    save()
     return 0
 
 
-def _library_row(name, bench, rec, timed, peak_gbs, copy_gbs, profile):
+HEADERS = ["op", "dtype", "shape", "ms call / graph", "ours", "% peak", "% copy",
+           "torch eager ms", "speedup call / graph"]
+
+
+def _measured(label, bench, times, torch_times, profile, peak_gbs, copy_gbs):
+    """One table row and JSON record from (per-call, graph) times of ``bench``."""
+    (call, graph), (t_call, t_graph) = times, torch_times
+    kernel = graph if graph == graph else call  # NaN: no graph, the call time stands
+    rec = {"op": bench.op, "dtype": str(bench.dtype).removeprefix("torch."),
+           "shape": "x".join(map(str, bench.shape)), "ms": call, "graph_ms": graph,
+           "torch_ms": t_call, "torch_graph_ms": t_graph, "speedup": t_call / call,
+           "graph_speedup": t_graph / graph}
+    if bench.flops:
+        rec["tflops"] = bench.flops / (kernel * 1e-3) / 1e12
+        peak_key = rec["dtype"]
+        if bench.dtype == torch.float32 and profile["dtypes.tf32"]:
+            peak_key = "tf32"
+        rec["pct_peak"] = 100 * rec["tflops"] / profile["peak.dense_tflops"].get(peak_key,
+                                                                             float("nan"))
+        perf, pct_copy = f"{rec['tflops']:.0f} TFLOP/s", ""
+    else:
+        rec["gbs"] = bench.bytes / (kernel * 1e-3) / 1e9
+        rec["pct_peak"] = 100 * rec["gbs"] / peak_gbs
+        rec["pct_copy"] = 100 * rec["gbs"] / copy_gbs
+        perf, pct_copy = f"{rec['gbs']:.0f} GB/s", f"{rec['pct_copy']:.0f}"
+    row = [label, rec["dtype"], rec["shape"], f"{call:.3f} / {graph:.3f}", perf,
+           f"{rec['pct_peak']:.0f}", pct_copy, f"{t_call:.3f} / {t_graph:.3f}",
+           f"{rec['speedup']:.2f}x / {rec['graph_speedup']:.2f}x"]
+    return row, rec
+
+
+def _library_row(name, bench, torch_times, timed, profile, peak_gbs, copy_gbs):
     """One table row and record for library ``name`` on ``bench``; no row where the
     library has no kernel for the op, an error row where its kernel raises."""
     from benchmarks import cases
@@ -125,26 +160,14 @@ def _library_row(name, bench, rec, timed, peak_gbs, copy_gbs, profile):
     if fn is None:
         return None, None
     label = f"{bench.op} [{name}]"
+    dtype, shape = str(bench.dtype).removeprefix("torch."), "x".join(map(str, bench.shape))
     try:
-        ms = timed(fn)
+        times = timed(fn)
     except Exception as exc:  # a library limit (row too long, dtype) is a result too
         message = " ".join(str(exc).split())[:80]
-        return [label, rec["dtype"], rec["shape"], "error", message, "", "", "", ""], \
+        return [label, dtype, shape, "error", message, "", "", "", ""], \
             {"error": f"{type(exc).__name__}: {message}"}
-    out = {"ms": ms, "speedup": rec["torch_ms"] / ms, "vs_ours": rec["ms"] / ms}
-    if bench.flops:
-        out["tflops"] = bench.flops / (ms * 1e-3) / 1e12
-        out["pct_peak"] = rec["pct_peak"] * out["tflops"] / rec["tflops"]
-        perf, copy = f"{out['tflops']:.0f} TFLOP/s", ""
-        torch_perf = f"{rec['torch_tflops']:.0f} TFLOP/s"
-    else:
-        out["gbs"] = bench.bytes / (ms * 1e-3) / 1e9
-        out["pct_peak"] = 100 * out["gbs"] / peak_gbs
-        out["pct_copy"] = 100 * out["gbs"] / copy_gbs
-        perf, copy = f"{out['gbs']:.0f} GB/s", f"{out['pct_copy']:.0f}"
-        torch_perf = f"{rec['torch_gbs']:.0f} GB/s"
-    return [label, rec["dtype"], rec["shape"], f"{ms:.3f}", perf, f"{out['pct_peak']:.0f}",
-            copy, torch_perf, f"{out['speedup']:.2f}x"], out
+    return _measured(label, bench, times, torch_times, profile, peak_gbs, copy_gbs)
 
 
 if __name__ == "__main__":

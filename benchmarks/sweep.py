@@ -1,0 +1,126 @@
+"""python -m benchmarks.sweep --op OP [--dtype D] [--shape MxN] --set FIELD=VALUE [--set ...]
+
+Times the reference kernels under variants of the attached device's profile, to choose
+the profile's launch constants from measurements: every combination of the --set values
+(a field named twice is an axis with two values; VALUE is JSON or TOML-like: 32768,
+"masked", [[2048, 8], [8192, 16]]) is derived from the profile, validated like a file,
+and timed on the same tensors as ``python -m benchmarks``. Prints one table, best
+setting per (op, dtype, shape) marked with '*'.
+
+    python -m benchmarks.sweep --op layer_norm --dtype bfloat16 \\
+        --set launch.max_fused_size_bytes=32768 --set launch.max_fused_size_bytes=65536
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+
+import torch
+
+
+def parse_settings(items: list[str]) -> dict[str, list]:
+    """``["a.b=1", "a.b=2", "c.d=[1]"]`` -> ``{"a.b": [1, 2], "c.d": [[1]]}``, in order."""
+    axes: dict[str, list] = {}
+    for item in items:
+        field, sep, raw = item.partition("=")
+        if not sep or not field:
+            raise ValueError(f"--set wants FIELD=VALUE, got '{item}'")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw  # a bare word: a string field such as io.load=select
+        axes.setdefault(field.strip(), []).append(value)
+    return axes
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    try:
+        m, n = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a shape is MxN, e.g. 4096x1024; got '{text}'")
+    if m <= 0 or n <= 0:
+        raise argparse.ArgumentTypeError(f"a shape needs positive sizes; got '{text}'")
+    return m, n
+
+
+def main(argv=None) -> int:
+    from tabulate import tabulate
+    from triton.testing import do_bench
+
+    from benchmarks import cases
+    from benchmarks.__main__ import measured_copy_gbs
+    from triton_cts.profiles import ProfileError, load_profiles
+    from triton_cts.vendors import attached_device, match_device
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", action="append", required=True, choices=cases.MEMORY_OPS)
+    parser.add_argument("--dtype", action="append", choices=("bfloat16", "float16", "float32"))
+    parser.add_argument("--shape", action="append", type=parse_shape,
+                        help="MxN (repeatable; default: the benchmark shapes)")
+    parser.add_argument("--set", action="append", default=[], dest="settings",
+                        metavar="FIELD=VALUE", help="a profile field value to try (repeatable)")
+    parser.add_argument("--profile", help="profile name (default: the attached device's)")
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args(argv)
+    try:
+        axes = parse_settings(args.settings)
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    device = attached_device()
+    if device is None:
+        parser.error("no accelerator attached: the sweep times real kernels on a GPU")
+    profiles = load_profiles()
+    if args.profile and args.profile not in profiles:
+        parser.error(f"unknown profile '{args.profile}'; known: {', '.join(sorted(profiles))}")
+    base = profiles[args.profile] if args.profile else match_device(device, profiles)
+    variants = []
+    for values in itertools.product(*axes.values()):
+        changes = dict(zip(axes, values))
+        try:
+            variants.append((changes, base.derive(**changes) if changes else base))
+        except ProfileError as exc:
+            parser.error(f"--set {changes}: {exc}")
+
+    copy_gbs = measured_copy_gbs()
+    dtypes = [getattr(torch, d) for d in (args.dtype or ["bfloat16", "float32"])]
+    rows, records = [], []
+    for op, dtype, shape in itertools.product(args.op, dtypes, args.shape or cases.MEMORY_SHAPES):
+        torch.manual_seed(0)
+        eager = cases.memory_bound(op, shape, dtype, base)
+        torch_ms = do_bench(eager.torch_eager, warmup=25, rep=100, return_mode="median")
+        group = []
+        for changes, profile in variants:
+            torch.manual_seed(0)
+            bench = cases.memory_bound(op, shape, dtype, profile)
+            ms = do_bench(bench.ours, warmup=25, rep=100, return_mode="median")
+            gbs = bench.bytes / (ms * 1e-3) / 1e9
+            group.append({"op": op, "dtype": str(dtype).removeprefix("torch."),
+                          "shape": "x".join(map(str, shape)), "setting": changes, "ms": ms,
+                          "gbs": gbs, "pct_copy": 100 * gbs / copy_gbs,
+                          "torch_ms": torch_ms, "speedup": torch_ms / ms})
+            del bench
+            torch.cuda.empty_cache()
+        best = min(group, key=lambda r: r["ms"])
+        for r in group:
+            setting = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["setting"].items())
+            rows.append([r["op"], r["dtype"], r["shape"], (setting or "(profile)")
+                         + (" *" if r is best else ""), f"{r['ms']:.3f}", f"{r['gbs']:.0f}",
+                         f"{r['pct_copy']:.0f}", f"{r['speedup']:.2f}x"])
+            print(" | ".join(map(str, rows[-1])), flush=True)  # progress, for long sweeps
+        records += group
+    print(f"device: {device.name} -> profile {base.name}; measured copy {copy_gbs:.0f} GB/s")
+    print(tabulate(rows, headers=["op", "dtype", "shape", "setting", "ms", "GB/s", "% copy",
+                                  "vs torch"]))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": device.name, "profile": base.name, "copy_gbs": copy_gbs,
+                       "results": records}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""The sweep's command line: settings and shapes parse, bad ones are refused by name."""
+import argparse
+
+import pytest
+
+from benchmarks.sweep import parse_settings, parse_shape
+
+
+def test_a_field_named_twice_is_one_axis_with_two_values():
+    axes = parse_settings(["launch.max_fused_size_bytes=32768", "io.load=select",
+                           "launch.max_fused_size_bytes=65536",
+                           "launch.num_warps_by_block=[[2048, 4], [8192, 8]]"])
+    assert axes == {"launch.max_fused_size_bytes": [32768, 65536], "io.load": ["select"],
+                    "launch.num_warps_by_block": [[[2048, 4], [8192, 8]]]}
+
+
+@pytest.mark.parametrize("bad", ["launch.max_fused_size_bytes", "=3"])
+def test_a_setting_without_field_or_value_is_refused(bad):
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        parse_settings([bad])
+
+
+def test_shapes():
+    assert parse_shape("4096x1024") == (4096, 1024)
+    for bad in ("4096", "0x5", "ax3"):
+        with pytest.raises(argparse.ArgumentTypeError, match="shape"):
+            parse_shape(bad)
