@@ -7,6 +7,7 @@ helpers the launchers call for every hardware-dependent constant.
 """
 from __future__ import annotations
 
+import functools
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -344,13 +345,11 @@ class Profile:
     # ---- helpers for launchers --------------------------------------------------------
     def max_fused_elements(self, dtype: torch.dtype) -> int:
         """Most elements of ``dtype`` one program may hold (MAX_FUSED_SIZE is in bytes)."""
-        elem = torch.empty((), dtype=dtype).element_size()
-        return max(1, self.data["launch"]["max_fused_size_bytes"] // elem)
+        return max(1, self.data["launch"]["max_fused_size_bytes"] // dtype.itemsize)
 
     def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
         """Elements per program for an elementwise kernel over ``n`` elements."""
-        elem = torch.empty((), dtype=dtype).element_size()
-        block = max(1, self.data["launch"]["elementwise_block_bytes"] // elem)
+        block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)
         return block if n is None else min(block, next_power_of_2(max(n, 1)))
 
     def num_warps_for(self, block: int) -> int:
@@ -366,7 +365,13 @@ class Profile:
         return max(1, min(programs, self.max_grid_num))
 
     def supports_dtype(self, dtype: torch.dtype) -> bool:
-        return str(dtype).removeprefix("torch.") in self.data["dtypes"]["supported"]
+        return dtype in self._supported_dtypes
+
+    @functools.cached_property
+    def _supported_dtypes(self) -> frozenset:
+        # launchers ask on every call: a set lookup keeps the check off the launch path
+        return frozenset(getattr(torch, name) for name in self.data["dtypes"]["supported"]
+                         if isinstance(getattr(torch, name, None), torch.dtype))
 
     def supports_atomic(self, op: str, dtype: torch.dtype) -> bool:
         return str(dtype).removeprefix("torch.") in self.data["atomics"][op]
