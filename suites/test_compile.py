@@ -75,7 +75,7 @@ def _fail(target, repro, problems):
 def test_compiles_within_limits(target, repro, record_property):
     launches, problems = _launches(target)
     if target.profile.backend == "npu":
-        return _check_npu(target, repro, problems, launches)
+        return _check_npu(target, repro, problems, launches, record_property)
     measured: dict[str, dict] = {}
     quality: list[str] = []
     for dtype, shape, launch in launches:
@@ -107,14 +107,51 @@ def test_compiles_within_limits(target, repro, record_property):
     assert measured, "no kernel was compiled"
 
 
-def _check_npu(target, repro, problems, launches):
-    """The upstream half: the TTIR IO lint. Lowering with triton-ascend and bishengir
-    (their own venv) is reported as not supported with the reason and how to set it up."""
+def _check_npu(target, repro, problems, launches, record_property=None):
+    """The upstream half, the TTIR IO lint, then every launch lowered with triton-ascend
+    ("ttadapter": linalg) and checked with bishengir-compile, in their own venv
+    (triton_cts/npu_toolchain.py): a unified-buffer overflow, a verifier error or a
+    lowering error fails; each launch's verdict is recorded in ``compile_stats``. Without
+    that venv the lowering is reported as not supported, with how to set it up."""
     for dtype, shape, launch in launches:
         ttir = npu_lint.upstream_ttir(launch)
         problems += [f"{_dtype(dtype)} {shape}: IO lint: {f}"
                      for f in npu_lint.lint_ttir(ttir, target.profile, launch.name)]
+    reason = npu_toolchain.unavailable_reason()
+    unavailable = []
+    if reason is None and launches:
+        profile = target.profile
+        ub_bytes = profile["limits.shared_memory_per_block"]
+        verdicts = npu_toolchain.lower_launches([launch for _, _, launch in launches],
+                                                profile["target.arch"])
+        for (dtype, shape, launch), verdict in zip(launches, verdicts):
+            config = ", ".join(f"{k}={v}" for k, v in launch.kwargs.items())
+            stats = {"kernel": launch.name, "target": f"npu:{profile.arch}", "config": config,
+                     "lowering": verdict["status"], "profile": profile.name,
+                     "dtype": _dtype(dtype), "shape": list(shape),
+                     "scalar_loops": len(verdict.get("scalar_loops") or [])}
+            if "required_bits" in verdict:
+                stats.update(ub_required_bits=verdict["required_bits"],
+                             ub_available_bits=verdict["available_bits"])
+            if record_property is not None:
+                record_property("compile_stats", stats)
+            where = f"{_dtype(dtype)} {shape}: {launch.name} [{config}]"
+            if verdict["status"] == "unavailable":
+                unavailable.append(f"{where}: {verdict['message']}")
+            elif verdict["status"] == "ub_overflow":
+                problems.append(f"{where}: bishengir-compile: {verdict['message']} "
+                                f"(limits.shared_memory_per_block {ub_bytes} bytes)")
+            elif verdict["status"] != "passed":
+                stage = ("triton-ascend lowering to linalg failed"
+                         if verdict["status"] == "lowering_error"
+                         else f"bishengir-compile {verdict['status']}")
+                problems.append(f"{where}: {stage}: "
+                                + verdict["message"].replace("\n", "\n    "))
     if problems:
         _fail(target, repro, problems)
-    pytest.skip(NOT_SUPPORTED + f"the IO lint passed for {len(launches)} launches; lowering "
-                                f"with bishengir-compile: {npu_toolchain.unavailable_reason()}")
+    if reason is not None:
+        pytest.skip(NOT_SUPPORTED + f"the IO lint passed for {len(launches)} launches; "
+                                    f"lowering with bishengir-compile: {reason}")
+    if unavailable:
+        pytest.skip(NOT_SUPPORTED + "lowering with bishengir-compile: "
+                    + "; ".join(dict.fromkeys(unavailable)))
