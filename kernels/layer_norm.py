@@ -4,8 +4,8 @@
     y    = (x' - mean) * rstd * weight + bias      rstd = 1 / sqrt(var(x') + eps)
     y    = x' * rstd * weight (+ bias)             RMS mode: rstd = 1 / sqrt(mean(x'^2) + eps)
 
-Forward. When a row fits the profile's fused tile (N <= max_fused_elements), one kernel
-reads each element once: a program holds a [BLOCK_M, BLOCK_N] tile, a whole row per tile
+Forward. When a row fits the profile's fused tile (N <= MAX_FUSED_SIZE counted in float32
+elements, the dtype a held row has in registers), one kernel reads each element once: a program holds a [BLOCK_M, BLOCK_N] tile, a whole row per tile
 row, with BLOCK_M > 1 when N is small so that short rows still fill a program. Longer rows
 take the tiled kernel, which walks column tiles three times: the row sum, then the sums
 of d = x - mean0 and d^2, then the normalization (the extra pass re-reads the row from
@@ -53,6 +53,7 @@ loops with int64 offsets.
 """
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple
 
 import torch
@@ -612,12 +613,21 @@ def _prev_power_of_2(n: int) -> int:
     return 1 << (max(n, 1).bit_length() - 1)
 
 
-def _stat_dtype(dtype: torch.dtype) -> torch.dtype:
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What the kernels compute in and save mean/rstd in: float32, float64 for float64."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def _row_tile(dtype: torch.dtype, profile: Profile) -> int:
+    """Most columns of one row a program holds at once. A held row is float32 in registers
+    whatever the input dtype, so MAX_FUSED_SIZE is counted in float32 elements: counted in
+    bf16 elements, a 32768-column row spilled (224 bytes of stack on sm_90) and the bf16
+    forward ran at a third of the float32 one's bandwidth on an H200."""
+    return profile.max_fused_elements(_acc_dtype(dtype))
+
+
 def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
-    return n_cols <= profile.max_fused_elements(dtype)
+    return n_cols <= _row_tile(dtype, profile)
 
 
 def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
@@ -629,14 +639,17 @@ def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
 
 
 def _forward_tile(dtype: torch.dtype, profile: Profile) -> int:
-    # the forward keeps few tiles live (x', y): it takes the whole fused tile
-    return profile.max_fused_elements(dtype)
+    # short rows stack up to the profile's row stack, longer ones get a program each:
+    # many small programs hide memory latency better than few wide ones (on an H200, one
+    # 1024-column row per program ran 25-39% faster than stacking rows up to the fused tile)
+    return profile.row_stack_elements(dtype)
 
 
 def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
-    # the backward keeps about twice as many (x, dy, xhat, dy * w, dx): it takes the
-    # profile's elementwise block, never past the fused tile
-    return min(profile.elementwise_block(dtype), profile.max_fused_elements(dtype))
+    # the backward keeps about twice as many (x, dy, xhat, dy * w, dx), all float32: it
+    # takes the profile's elementwise block of the compute dtype, never past the row tile
+    acc = _acc_dtype(dtype)
+    return min(profile.elementwise_block(acc), _row_tile(dtype, profile))
 
 
 def _column_block(n_cols: int, profile: Profile) -> int:
@@ -663,7 +676,7 @@ def _dropout_scale_parts(dropout_p: float) -> tuple[float, float]:
     """1 / (1 - dropout_p) as float32 plus its rounding error (float kernel arguments are
     float32; float64 kernels add the parts back)."""
     scale = 1.0 / (1.0 - dropout_p)
-    hi = float(torch.tensor(scale, dtype=torch.float32))
+    hi = struct.unpack("f", struct.pack("f", scale))[0]  # round to float32, off the GPU
     return hi, scale - hi
 
 
@@ -709,7 +722,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     x2 = x.contiguous().reshape(n_rows, n_cols)
     y = torch.empty_like(x2)
     stat_shape = x.shape[:-1]
-    stat_dtype = _stat_dtype(x.dtype)
+    stat_dtype = _acc_dtype(x.dtype)
     mean = None if rms else torch.empty(n_rows, dtype=stat_dtype, device=x.device)
     rstd = torch.empty(n_rows, dtype=stat_dtype, device=x.device)
     transformed = residual is not None or rowscale is not None or has_dropout
@@ -759,7 +772,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
             *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
             num_warps=profile.num_warps_for(block_m * block_n), **flags)
     else:
-        block_n = profile.max_fused_elements(x.dtype)
+        block_n = _row_tile(x.dtype, profile)
         grid = (profile.capped_grid(n_rows),)
         _layer_norm_fwd_tiled_kernel[grid](
             *common, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n), **flags)
@@ -830,7 +843,7 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
     n_rows = x.shape[:-1].numel()
     flat = (lambda t, *s: None if t is None else t.contiguous().reshape(*s))
     dx = torch.empty(n_rows, n_cols, dtype=x.dtype, device=x.device)
-    acc = _stat_dtype(x.dtype)
+    acc = _acc_dtype(x.dtype)
     prep = _Backward(
         dy=flat(dy, n_rows, n_cols), x=flat(x, n_rows, n_cols), weight=weight.contiguous(),
         mean=None if rms else flat(mean, n_rows), rstd=flat(rstd, n_rows),
@@ -906,7 +919,7 @@ def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Prof
     table = profile.autotune_configs("layer_norm_backward")
     if table is None:
         table = [{"ROWS_PER_PROGRAM": r} for r in DEFAULT_ROWS_PER_PROGRAM]
-    limit = profile.max_fused_elements(dtype)
+    limit = _row_tile(dtype, profile)
     configs = []
     for cfg in table:
         unknown = set(cfg) - {"ROWS_PER_PROGRAM", "num_warps", "num_stages"}
@@ -953,7 +966,7 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     if done is not None:
         return done
     n_rows, n_cols = p.dx.shape
-    acc = _stat_dtype(x.dtype)
+    acc = _acc_dtype(x.dtype)
     if not profile.supports_atomic("add", acc):
         raise UnsupportedDtypeError(
             f"{op}: {x.dtype} accumulates in {acc}, and profile '{profile.name}' has no "
@@ -999,7 +1012,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     if done is not None:
         return done
     n_rows, n_cols = p.dx.shape
-    acc = _stat_dtype(x.dtype)
+    acc = _acc_dtype(x.dtype)
     block_n = next_power_of_2(n_cols)
     block_m = _row_block(n_rows, block_n, _backward_tile(x.dtype, profile), profile)
     programs = profile.capped_grid(min(profile.compute_units, triton.cdiv(n_rows, block_m)))
@@ -1019,15 +1032,14 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
 def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     n_rows, n_cols = p.dx.shape
     dtype = p.x.dtype
-    block_n = min(profile.max_fused_elements(dtype), next_power_of_2(n_cols))
+    block_n = min(_row_tile(dtype, profile), next_power_of_2(n_cols))
     flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
     mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
     _layer_norm_bwd_dx_tiled_kernel[(profile.capped_grid(n_rows),)](
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         num_warps=profile.num_warps_for(block_n), **flags)
     block_n = _column_block(n_cols, profile)
-    block_m = max(1, min(next_power_of_2(n_rows),
-                         profile.max_fused_elements(dtype) // block_n))
+    block_m = max(1, min(next_power_of_2(n_rows), _row_tile(dtype, profile) // block_n))
     _layer_norm_bwd_dwdb_kernel[(profile.capped_grid(triton.cdiv(n_cols, block_n)),)](
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
         p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,

@@ -220,10 +220,10 @@ def _as_rows(t: torch.Tensor) -> torch.Tensor:
 
 
 def _fused_rows(profile: Profile, max_fused: int, n_rows: int, block_n: int, dtype) -> int:
-    """Rows per program for the fused kernels: short rows are packed up to a streaming block
-    (the profile's elementwise block; larger tiles measured slower on GPUs), within
-    ``max_fused`` elements, and never so many that some compute unit gets no program."""
-    by_size = max(1, min(max_fused, profile.elementwise_block(dtype)) // block_n)
+    """Rows per program for the fused kernels: short rows are packed up to the profile's
+    row stack (larger tiles measured slower on GPUs), within ``max_fused`` elements, and
+    never so many that some compute unit gets no program."""
+    by_size = max(1, min(max_fused, profile.row_stack_elements(dtype)) // block_n)
     per_unit = max(1, triton.cdiv(n_rows, profile.compute_units))
     by_units = 1 << (per_unit.bit_length() - 1)  # round down: keep >= compute_units programs
     return max(1, min(by_size, by_units))

@@ -35,13 +35,16 @@ def dims(max_size: int = MAX_NUMEL, extra: tuple[int, ...] = ()) -> st.SearchStr
 def profile_dims(profile: Profile | None, dtype: torch.dtype | None) -> tuple[int, ...]:
     """Row lengths at and around the profile's block sizes for ``dtype``: one element
     either side of MAX_FUSED_SIZE (fused kernel vs tiled fallback) and of the elementwise
-    block (the masked tail)."""
+    block (the masked tail), counted in ``dtype`` and in float32, the dtype kernels
+    compute 16-bit inputs in (and may size their tiles by)."""
     if profile is None or dtype is None:
         return ()
     out = []
-    for size in (profile.max_fused_elements(dtype), profile.elementwise_block(dtype)):
-        out += [size - 1, size, size + 1]
-    return tuple(out)
+    for counted_in in dict.fromkeys((dtype, torch.float32 if dtype.itemsize < 4 else dtype)):
+        for size in (profile.max_fused_elements(counted_in),
+                     profile.elementwise_block(counted_in)):
+            out += [size - 1, size, size + 1]
+    return tuple(dict.fromkeys(out))
 
 
 @st.composite
@@ -153,14 +156,15 @@ def cases(draw, op: OpSpec, profile: Profile, dtype: torch.dtype,
 def derived_profiles(draw, profile: Profile) -> Profile:
     """A profile with the real one's target and capabilities but tiny hardware constants,
     so fallback (row beyond MAX_FUSED_SIZE), multi-row and grid-stride paths run on small
-    tensors: MAX_FUSED_SIZE from 64 bytes, MAX_GRID_NUM from 1, few cores, either IO
-    strategy."""
+    tensors: MAX_FUSED_SIZE from 64 bytes, one or several short rows per program,
+    MAX_GRID_NUM from 1, few cores, either IO strategy."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     return profile.derive(
         name=f"{profile.name}~fuzzed",
         **{
             "launch.max_fused_size_bytes": fused,
             "launch.elementwise_block_bytes": draw(st.sampled_from([64, 256, 1024])),
+            "launch.row_stack_bytes": draw(st.sampled_from([16, 256, 1024])),
             "launch.max_grid_num": draw(st.integers(1, 8)),
             "limits.compute_units": draw(st.integers(1, 8)),
             "io.load": draw(st.sampled_from(["masked", "select"])),

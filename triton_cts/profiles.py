@@ -128,6 +128,7 @@ SCHEMA: dict[str, Any] = {
         "max_fused_size_bytes": Field(_is_pow2, "a power of two (bytes)"),
         "max_grid_num": Field(_is_pos_int, "a positive int (programs a launcher may start)"),
         "elementwise_block_bytes": Field(_is_pow2, "a power of two (bytes per program)"),
+        "row_stack_bytes": Field(_is_pow2, "a power of two (bytes of short rows per program)"),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(
             _is_threshold_table,
@@ -351,6 +352,13 @@ class Profile:
         """Elements per program for an elementwise kernel over ``n`` elements."""
         block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)
         return block if n is None else min(block, next_power_of_2(max(n, 1)))
+
+    def row_stack_elements(self, dtype: torch.dtype) -> int:
+        """Elements of ``dtype`` that row-wise kernels stack into one program when rows are
+        short (whole rows, never past MAX_FUSED_SIZE); a longer row gets a program alone."""
+        stack = min(self.data["launch"]["row_stack_bytes"],
+                    self.data["launch"]["max_fused_size_bytes"])
+        return max(1, stack // dtype.itemsize)
 
     def num_warps_for(self, block: int) -> int:
         """num_warps for a program of ``block`` elements, by the profile's threshold table."""

@@ -29,7 +29,7 @@ def layer_norm_backward_no_reset(dy, x, weight, bias, mean, rstd, *, profile):
     n_rows, n_cols = p.dx.shape
     if n_rows == 0 or n_cols == 0:
         return ln._grads(p)
-    acc = ln._stat_dtype(x.dtype)
+    acc = ln._acc_dtype(x.dtype)
     dw = torch.zeros(n_cols, dtype=acc, device=x.device)
     db = torch.zeros(n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
     block_n = next_power_of_2(n_cols)
