@@ -5,10 +5,12 @@ well-behaved data: a layer norm that does not centre before squaring passes on N
 rows but breaks when the same rows are shifted by a large constant; a log_softmax that
 disagrees with its own softmax; gradients that do not sum to zero over a row.
 
-Each relation is a function ``check(run, tol, args, kwargs) -> [Comparison]``. ``run(args,
-kwargs, op=None)`` runs the implementation under test (or, with ``op``, the same family's
-implementation of another op) and returns its outputs as a tuple; ``tol(dtype)`` is the
-(rtol, atol) the comparison will apply. A relation transforms
+Each relation is a function ``check(run, tol, args, kwargs, allow) -> [Comparison]``.
+``run(args, kwargs, op=None)`` runs the implementation under test (or, with ``op``, the
+same family's implementation of another op) and returns its outputs as a tuple;
+``tol(dtype)`` is the (rtol, atol) the comparison will apply; ``allow(args, kwargs)`` is
+the op's conditioning allowance at those inputs (``OpSpec.conditioning``: per output, the
+error a correct implementation may make there; None for most ops). A relation transforms
 inputs only in ways that are exact in the input dtype (shifts with Sterbenz-exact
 subtraction, scaling by powers of two, permutations), so any difference comes from the
 implementation. Ops list the relations that hold for them in ``OpSpec.relations``.
@@ -33,6 +35,7 @@ class Comparison:
     scale: float = 2.0  # both sides carry the implementation's rounding
     error_scales: tuple | None = None
     tolerance_dtype: torch.dtype | None = None  # for quantities derived in float64
+    allowances: tuple | None = None  # per output, added to atol (the op's conditioning)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,16 @@ def _only_first(outputs: tuple, expected) -> tuple:
     return (expected,) + (None,) * (len(outputs) - 1)
 
 
+def _sum_allowances(*allowances):
+    """Elementwise sum of per-output allowance tuples (None entries and Nones skipped)."""
+    present = [a for a in allowances if a is not None]
+    if not present:
+        return None
+    return tuple(None if all(p[i] is None for p in present)
+                 else sum(p[i] for p in present if p[i] is not None)
+                 for i in range(len(present[0])))
+
+
 def _shift_constant(dtype: torch.dtype) -> float:
     """A power of two large enough that E[x^2] - E[x]^2 cancels catastrophically in the
     compute precision, small enough that x + c keeps half the dtype's mantissa."""
@@ -55,7 +68,7 @@ def _shift_constant(dtype: torch.dtype) -> float:
     return 2.0 ** (int(mantissa_bits) // 2 + 1)
 
 
-def shift_invariance(run, tol, args, kwargs):
+def shift_invariance(run, tol, args, kwargs, allow):
     """f(x + c) == f(x) for normalisations over the reduced dim. The pair is made exact:
     x1 = round(x + c), then x0 = x1 - c, which Sterbenz's lemma makes exact because
     c/2 <= x1 <= 2c."""
@@ -65,21 +78,27 @@ def shift_invariance(run, tol, args, kwargs):
     x0 = (x1.double() - c).to(x.dtype)
     base = run((x0, *args[1:]), kwargs)
     shifted = run((x1, *args[1:]), kwargs)
-    return [Comparison(f"f(x) for x shifted by -{c:g}", shifted, _only_first(shifted, base[0]))]
+    # both sides are the implementation's: each may sit its allowance from the truth
+    return [Comparison(f"f(x) for x shifted by -{c:g}", shifted, _only_first(shifted, base[0]),
+                       allowances=_sum_allowances(allow((x1, *args[1:]), kwargs),
+                                                  allow((x0, *args[1:]), kwargs)))]
 
 
-def scale_invariance(run, tol, args, kwargs):
+def scale_invariance(run, tol, args, kwargs, allow):
     """f(a x, eps a^2) == f(x, eps) for layer/RMS norm, with a a power of two (exact)."""
     x, a = args[0], 4.0
     scaled_kwargs = dict(kwargs)
     if "eps" in kwargs:
         scaled_kwargs["eps"] = kwargs["eps"] * a * a
     base = run(args, kwargs)
-    scaled = run(((x.double() * a).to(x.dtype), *args[1:]), scaled_kwargs)
-    return [Comparison(f"f(x) for x scaled by {a:g}", scaled, _only_first(scaled, base[0]))]
+    scaled_args = ((x.double() * a).to(x.dtype), *args[1:])
+    scaled = run(scaled_args, scaled_kwargs)
+    return [Comparison(f"f(x) for x scaled by {a:g}", scaled, _only_first(scaled, base[0]),
+                       allowances=_sum_allowances(allow(scaled_args, scaled_kwargs),
+                                                  allow(args, kwargs)))]
 
 
-def permutation_invariance(run, tol, args, kwargs):
+def permutation_invariance(run, tol, args, kwargs, allow):
     """A reduction over every element does not depend on their order."""
     x = args[0]
     gen = torch.Generator().manual_seed(x.numel())
@@ -90,7 +109,7 @@ def permutation_invariance(run, tol, args, kwargs):
     return [Comparison("f(x) on the elements in another order", other, tuple(base))]
 
 
-def log_of_softmax(run, tol, args, kwargs):
+def log_of_softmax(run, tol, args, kwargs, allow):
     """log_softmax(x) == log(softmax(x)). The softmax's relative rounding error becomes an
     absolute error after the log, so atol is raised to the dtype's rtol."""
     log_y = run(args, kwargs)
@@ -101,19 +120,24 @@ def log_of_softmax(run, tol, args, kwargs):
                        error_scales=(1.0 + 2.0 * rtol / atol,))]
 
 
-def gradient_rows_sum_to_zero(run, tol, args, kwargs):
+def gradient_rows_sum_to_zero(run, tol, args, kwargs, allow):
     """dx of a normalisation over the last dim sums to zero over each row (layer norm:
     the gradient is orthogonal to shifts of the row; softmax: to the all-ones vector).
-    The sum of N rounded terms is bounded by rtol * sum|dx|: atol is scaled to that."""
+    The sum of N rounded terms is bounded by rtol * sum|dx|: atol is scaled to that; the
+    op's allowance for dx, summed over the row, is added."""
     outputs = run(args, kwargs)
     dx = outputs[0].double()
     rtol, atol = tol(outputs[0].dtype)
     row_sums = dx.sum(-1, keepdim=True) if dx.dim() else dx
     magnitude = dx.abs().sum(-1, keepdim=True) if dx.dim() else dx.abs()
     scales = (1.0 + magnitude * (rtol / atol),)
+    allowed = allow(args, kwargs)
+    row_allowance = None
+    if allowed is not None and allowed[0] is not None:
+        row_allowance = (allowed[0].sum(-1, keepdim=True) if dx.dim() else allowed[0],)
     return [Comparison("0 (the row sum of dx)", (row_sums,),
                        (torch.zeros_like(row_sums),), error_scales=scales,
-                       tolerance_dtype=outputs[0].dtype)]
+                       tolerance_dtype=outputs[0].dtype, allowances=row_allowance)]
 
 
 RELATIONS = {r.name: r for r in (

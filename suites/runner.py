@@ -5,10 +5,14 @@ launchers allocate outputs) is filled with NaN, or a sentinel for integers, and 
 by a guard region holding the same poison. An output element the kernel never writes
 stays NaN and fails the comparison; a store past the end of a buffer (an unmasked tail)
 changes the guard and is reported on exit. Buffers made with zeros/full are untouched.
+Buffers the implementation frees before returning are kept for the check only up to
+:data:`RETAINED_BYTES` in total, so an autotuned call (Triton's benchmark allocates a
+256 MB cache-flush buffer per config) does not hold every config's buffers at once.
 """
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import torch
 
@@ -25,6 +29,12 @@ def _largest_block_bytes() -> int:
 #: instead of corrupting other memory.
 GUARD_BYTES = _largest_block_bytes()
 _INT_SENTINEL = 0x5A5A5A5A5A5A5A5A
+#: Bytes of guarded buffers (guards included) one call may keep alive for the exit check
+#: after the implementation dropped them; past it, only buffers still referenced at exit
+#: (the outputs) are checked. Without a bound, an autotuned library call kept every
+#: benchmarked config's buffers, and Triton's 256 MB cache-flush buffer per config, alive
+#: until it returned: 20 GiB per call, and device memory ran out for parallel workers.
+RETAINED_BYTES = 256 << 20
 
 
 class OutOfBoundsWrite(AssertionError):
@@ -48,18 +58,26 @@ def _same_as_poison(t: torch.Tensor) -> torch.Tensor:
 
 @contextlib.contextmanager
 def poisoned_allocations():
-    guards: list[tuple[torch.Tensor, tuple]] = []
+    # (the buffer, or a weak reference to it past RETAINED_BYTES; elements in use; shape)
+    guards: list[tuple[torch.Tensor | weakref.ref, int, tuple]] = []
+    retained = 0
     originals = {name: getattr(torch, name) for name in ("empty", "empty_like")}
     original_new_empty = torch.Tensor.new_empty
 
     def guarded(shape, dtype, device):
+        nonlocal retained
         numel = 1
         for d in shape:
             numel *= int(d)
-        guard = max(numel, GUARD_BYTES // originals["empty"]((), dtype=dtype).element_size())
+        guard = max(numel, GUARD_BYTES // dtype.itemsize)
         buf = originals["empty"](numel + guard, dtype=dtype, device=device)
         buf.fill_(poison_value(dtype))
-        guards.append((buf[numel:], tuple(shape)))
+        size = buf.numel() * dtype.itemsize
+        if retained + size <= RETAINED_BYTES:
+            retained += size
+            guards.append((buf, numel, tuple(shape)))
+        else:  # the views handed out keep it alive as long as the caller holds them
+            guards.append((weakref.ref(buf), numel, tuple(shape)))
         return buf[:numel].view(shape)
 
     def _shape(args):
@@ -97,7 +115,11 @@ def poisoned_allocations():
     finally:
         torch.empty, torch.empty_like = originals["empty"], originals["empty_like"]
         torch.Tensor.new_empty = original_new_empty
-    for guard, shape in guards:
+    for held, numel, shape in guards:
+        buf = held() if isinstance(held, weakref.ref) else held
+        if buf is None:
+            continue  # freed by the implementation beyond the retention budget
+        guard = buf[numel:]
         changed = int((~_same_as_poison(guard)).sum())
         if changed:
             raise OutOfBoundsWrite(
@@ -168,6 +190,34 @@ def ambiguities(target, args: tuple, kwargs: dict):
         return None
     return provided(target, as_tuple(target.op.ambiguity(
         *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+
+
+def input_dtype(args) -> torch.dtype:
+    """The dtype of the first floating tensor argument (the drawn input's), float32 if none."""
+    return next((a.dtype for a in args if isinstance(a, torch.Tensor)
+                 and a.dtype.is_floating_point), torch.float32)
+
+
+def allowances(target, args: tuple, kwargs: dict, ambiguity: bool = True, scale: float = 1.0):
+    """Per-output additions to atol, or None: the op's conditioning (``OpSpec.conditioning``:
+    the error any correct implementation may make at these inputs, given the input dtype),
+    times ``scale`` (2 where two implementation outputs are compared), plus, with
+    ``ambiguity``, the gap between equally right answers (``OpSpec.ambiguity``)."""
+    parts = []
+    if target.op.conditioning is not None:
+        cond = as_tuple(target.op.conditioning(
+            *upcast(clone_args(args)), dtype=input_dtype(args),
+            **{k: upcast(v) for k, v in kwargs.items()}))
+        parts.append(tuple(None if c is None else c * scale for c in cond))
+    if ambiguity and target.op.ambiguity is not None:
+        parts.append(as_tuple(target.op.ambiguity(
+            *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+    if not parts:
+        return None
+    total = tuple(None if all(p[i] is None for p in parts)
+                  else sum(p[i] for p in parts if p[i] is not None)
+                  for i in range(len(parts[0])))
+    return provided(target, total)
 
 
 def provided(target, values):

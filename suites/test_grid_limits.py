@@ -18,6 +18,7 @@ MAX_FUSED_SIZE (the fallback path), and empty tensors.
 """
 from __future__ import annotations
 
+import gc
 import warnings
 
 import pytest
@@ -28,7 +29,7 @@ from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
 from triton_cts import launches
-from triton_cts.grid_check import grid_violations, launch_violations
+from triton_cts.grid_check import empty_grid, grid_violations, launch_violations
 from triton_cts.modes import Mode, execute
 from triton_cts.plugin import NOT_SUPPORTED, dtype_gap, selection
 
@@ -92,7 +93,9 @@ def test_grids_within_limits_at_edges(target, data, repro, record_property):
         _fail(target, profile, case.describe(), problems, repro)
     ref = runner.run_reference(target, case.args, case.kwargs)
     ah.assert_matches_reference(target, case, out, ref, repro, profile=profile,
-                                error_scales=runner.error_scales(target, case.args, case.kwargs))
+                                error_scales=runner.error_scales(target, case.args, case.kwargs),
+                                ambiguities=runner.allowances(target, case.args, case.kwargs,
+                                                              ambiguity=False))
 
 
 def _describe_grid(profile) -> str:
@@ -167,9 +170,12 @@ def test_grids_within_limits_at_full_size(target, repro, record_property):
 
 @pytest.mark.cts_modes("device", "interpreter", "compile")
 def test_empty_tensors(target, repro, record_property):
-    """A tensor with no elements: no launch with an empty grid; the result torch gives
-    (compared in device and interpreter modes), or an error before any launch where
-    torch raises too."""
+    """A tensor with no elements: the result torch gives (compared in device and
+    interpreter modes), or an error before any launch where torch raises too. A launch
+    with an empty grid is a quality warning, not a failure: Triton's CUDA and HIP
+    launchers and its interpreter launch nothing for it, which is the right outcome here
+    (returning before the launch also skips compiling the kernel, and backends outside
+    upstream Triton may not skip it)."""
     dtype = _dtype_or_skip(target)
     shapes = hh.empty_shapes(target.op)
     if not shapes:
@@ -192,7 +198,14 @@ def test_empty_tensors(target, repro, record_property):
             except Exception as exc:  # noqa: BLE001 - judged below
                 out, error = None, exc
         where = case.describe()
-        problems = launch_violations(log, target.profile, capped=_caps(target))
+        problems = launch_violations(log, target.profile, capped=_caps(target),
+                                     allow_empty=True)
+        empty = sorted({launch.name for launch in log if empty_grid(launch.grid)})
+        if empty:
+            record_property("quality_warning",
+                            f"shape {shape}: launched {', '.join(empty)} with an empty grid "
+                            f"(Triton's CUDA and HIP launchers skip it; return before "
+                            f"launching)")
         if error is not None:
             record_property(f"{shape}", f"raises {type(error).__name__}: {error}")
             if log:
@@ -285,6 +298,8 @@ def test_more_than_2_31_elements(target, repro, record_property):
     rows = (1 << 31) // n + 1
     shape = (rows * n,) if target.op.max_ndim < 2 else (rows,) + (1,) * max(0, target.op.min_ndim - 2) + (n,)
     numel = rows * n
+    gc.collect()
+    torch.cuda.empty_cache()  # what earlier tests left in torch's cache is free memory too
     free, _ = torch.cuda.mem_get_info()
     need = numel * (dtype.itemsize * 6 + 8 * 4)  # inputs, outputs, float64 reference and its compare
     if need > free:

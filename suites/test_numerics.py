@@ -30,7 +30,7 @@ def test_matches_reference(target, dtype, data, repro, record_property):
         out = runner.run_target(target, case.args, case.kwargs)
     ref = runner.run_reference(target, case.args, case.kwargs)
     scales = runner.error_scales(target, case.args, case.kwargs)
-    gaps = runner.ambiguities(target, case.args, case.kwargs)
+    gaps = runner.allowances(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
                                                          error_scales=scales,
                                                          ambiguities=gaps))
@@ -46,7 +46,7 @@ def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, re
         out = runner.run_target(target, case.args, case.kwargs, profile=derived)
     ref = runner.run_reference(target, case.args, case.kwargs)
     scales = runner.error_scales(target, case.args, case.kwargs)
-    gaps = runner.ambiguities(target, case.args, case.kwargs)
+    gaps = runner.allowances(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
                                                          profile=derived, error_scales=scales,
                                                          ambiguities=gaps))
@@ -56,7 +56,8 @@ def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, re
 @given(data=st.data())
 def test_paths_chosen_by_constants_agree(target, dtype, data, repro, record_property):
     """The real profile and a derived one (other block sizes, grid caps, IO strategy) give
-    the same answer within twice the tolerance (each may sit a tolerance from the truth)."""
+    the same answer within twice the tolerance (each may sit a tolerance from the truth,
+    and its conditioning allowance: OpSpec.conditioning)."""
     derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")
     note(f"derived profile: {ah.describe_profile(derived)}")
     case = _draw_case(target, dtype, data, target.profile, record_property, hh.FUZZ_NUMEL)
@@ -66,4 +67,6 @@ def test_paths_chosen_by_constants_agree(target, dtype, data, repro, record_prop
     _record(record_property, ah.assert_matches_reference(
         target, case, other, real, repro, profile=derived,
         against=f"{target.profile.name} output", scale=2.0,
-        error_scales=runner.error_scales(target, case.args, case.kwargs)), prefix="agreement ")
+        error_scales=runner.error_scales(target, case.args, case.kwargs),
+        ambiguities=runner.allowances(target, case.args, case.kwargs, ambiguity=False, scale=2.0)),
+        prefix="agreement ")

@@ -115,6 +115,28 @@ def test_adapter_maps_the_library_onto_the_op(entry, fake_libs):
                                 error_scales=runner.error_scales(target, args, kwargs))
 
 
+def test_liger_rms_norm_is_checked_in_the_casting_that_computes_the_op(fake_libs, monkeypatch):
+    """Liger's default (Llama) casting rounds x * rstd to the input dtype before the
+    weight: its float16 dweight is the gradient of that rounded forward, not of the op
+    (the stand-in rounds the same way). The adapter uses Gemma casting (all float32)."""
+    liger = importlib.import_module("triton_cts.adapters.liger")
+    op = OPS["rms_norm_backward"]
+    target = CheckTarget(op, Implementation("liger", op.name, "x:y"),
+                         load_profiles()["nvidia-sm90"], Mode.INTERPRETER)
+    x = torch.randn(256, 512, generator=torch.Generator().manual_seed(1)).half()
+    args, kwargs = op.make_args(x, torch.Generator().manual_seed(0))
+    ref = runner.run_reference(target, args, kwargs)
+    allow = runner.allowances(target, args, kwargs)
+    case = type("Case", (), {"describe": lambda self: "float16 (256, 512)"})()
+    assert liger.RMS_CASTING_MODE == "gemma"
+    out = liger.rms_norm_backward(*runner.clone_args(args), **kwargs)
+    ah.assert_matches_reference(target, case, out, ref, repro="", ambiguities=allow)
+    monkeypatch.setattr(liger, "RMS_CASTING_MODE", "llama")
+    out = liger.rms_norm_backward(*runner.clone_args(args), **kwargs)
+    with pytest.raises(AssertionError, match="output 1 has"):
+        ah.assert_matches_reference(target, case, out, ref, repro="", ambiguities=allow)
+
+
 def test_declared_outputs_are_compared_with_the_same_outputs_of_the_reference():
     """A layer norm that returns only y (outputs=(0,)) is held to y alone, and still fails
     when y is wrong."""
@@ -208,7 +230,9 @@ def test_benchmark_times_a_library_through_its_adapter(fake_libs):
     log_softmax = cases.Bench("log_softmax", (8, 32), torch.float32, None, None, args=(x,))
     assert cases.library_call("liger", log_softmax) is None  # Liger has no log-softmax
     assert cases.library_call("flag_gems", log_softmax) is not None
-    rec = {"dtype": "float32", "shape": "8x32", "ms": 2.0, "torch_ms": 1.0}
-    row, out = _library_row("flag_gems", log_softmax, {**rec, "torch_gbs": 1.0}, lambda fn: 4.0,
-                            peak_gbs=100.0, copy_gbs=50.0, profile=None)
-    assert row[0] == "log_softmax [flag_gems]" and out["speedup"] == 0.25 and out["vs_ours"] == 0.5
+    # times are (per call, CUDA graph) in ms; torch eager took (1.0, 0.5)
+    row, out = _library_row("flag_gems", log_softmax, (1.0, 0.5), lambda fn: (4.0, 1.0),
+                            profile=None, peak_gbs=100.0, copy_gbs=50.0)
+    assert row[0] == "log_softmax [flag_gems]" and row[3] == "4.000 / 1.000"
+    assert out["speedup"] == 0.25 and out["graph_speedup"] == 0.5
+    assert out["gbs"] == log_softmax.bytes / 1e-3 / 1e9  # from the graph time

@@ -62,3 +62,60 @@ def test_cpu_bench_runs_every_config_and_fresh_cache_retunes():
         assert calls[1].cache_hit and not calls[0].hazards()
         assert torch.equal(out, 2 * torch.tensor([24.0, 28.0, 32.0, 36.0]))
     assert cpu_do_bench(lambda: None, quantiles=(0.5, 0.2)) .__len__() == 2
+
+
+# ---- the probe: where it runs, and shapes an implementation refuses -----------------------
+def softmax_refusing_long_rows(x):
+    """Launches an atomic kernel, and raises for rows longer than 65536 elements (as
+    Liger-Kernel's softmax does)."""
+    if x.shape[-1] > 65536:
+        raise RuntimeError(f"n = {x.shape[-1]} exceeds the recommended Triton blocksize")
+    out = torch.zeros(4, dtype=torch.float32, device=x.device)
+    flat = x.reshape(-1)
+    _accumulate_kernel[(triton.cdiv(flat.numel(), 64),)](flat, out, flat.numel(), BLOCK=64)
+    return torch.softmax(x, -1)
+
+
+def softmax_refusing_everything(x):
+    raise RuntimeError("no kernel for this")
+
+
+def _probe_target(function, mode):
+    from triton_cts.modes import Mode
+    from triton_cts.plugin import CheckTarget
+    from triton_cts.profiles import load_profiles
+    from triton_cts.registry import Implementation, default_registry
+    op = default_registry().ops["softmax"]
+    impl = Implementation(f"tests.test_atomics_autotune:{function}", "softmax",
+                          f"tests.test_atomics_autotune:{function}")
+    return CheckTarget(op, impl, load_profiles()["nvidia-sm90"], Mode(mode))
+
+
+def test_probe_records_refused_shapes_and_probes_the_others():
+    import pytest
+    from suites import test_atomics_autotune as suite
+
+    found = suite.probe(_probe_target("softmax_refusing_long_rows", "compile"))
+    assert found.atomic_kernels == {"_accumulate_kernel": {"add": {"OUT"}}}
+    assert found.probed >= 2 and len(found.errors) == 1
+    assert found.errors[0].startswith("(2, 131072): RuntimeError: n = 131072 exceeds")
+    # an implementation that refuses every probe shape fails the check, saying so
+    with pytest.raises(pytest.fail.Exception, match="raised on every probe shape"):
+        suite._setup(_probe_target("softmax_refusing_everything", "compile"), None,
+                     lambda *args: None)
+
+
+def test_probe_runs_on_the_device_in_device_mode(monkeypatch):
+    """A library may refuse CPU tensors (FlagGems enters torch.cuda.device(x.device)), and
+    one that caches the kernel its first launch compiled would keep what a captured,
+    unlaunched call left: in device mode the probe runs the implementation on the device."""
+    from suites import test_atomics_autotune as suite
+    from triton_cts.modes import Mode
+
+    modes = []
+    monkeypatch.setattr(suite, "execute", lambda fn, mode, *a, **k: modes.append(mode) or [])
+    monkeypatch.setattr(suite, "_PROBES", {})
+    suite.probe(_probe_target("softmax_refusing_long_rows", "device"))
+    suite.probe(_probe_target("softmax_refusing_long_rows", "interpreter"))
+    shapes = len(suite._probe_shapes(_probe_target("softmax_refusing_long_rows", "device").op))
+    assert modes == [Mode.DEVICE] * shapes + [Mode.COMPILE] * shapes

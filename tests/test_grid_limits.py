@@ -8,13 +8,15 @@ import triton.language as tl
 
 from tests.helpers import run_pytest
 from triton_cts import launches
-from triton_cts.grid_check import grid_violations
+from triton_cts.grid_check import empty_grid, grid_violations
 from triton_cts.profiles import load_profiles
+from triton_cts.results import load_report
 
 SUITE = "suites/test_grid_limits.py"
 PLANTED = "tests.planted.grid_faults"
 AXIS_Y = f"{PLANTED}:softmax_rows_on_axis_y"
 SKIPS_TAIL = f"{PLANTED}:gelu_grid_stride_skips_tail"
+EMPTY_GRID = f"{PLANTED}:softmax_launches_empty_grid"
 
 
 def test_suite_catches_planted_faults_and_passes_references():
@@ -37,6 +39,22 @@ def test_suite_catches_planted_faults_and_passes_references():
     assert "reproduce: pytest" in out
 
 
+def test_empty_grid_on_an_empty_input_is_a_quality_warning(tmp_path):
+    """Triton's CUDA and HIP launchers and its interpreter skip an empty grid: launching
+    one for an input with no elements gives the right result, and is reported as a quality
+    warning, not a failure."""
+    out = tmp_path / "r.json"
+    result = run_pytest(f"{SUITE}::test_empty_tensors", "--vendor", "nvidia-sm90", "--mode",
+                        "interpreter", "--mode", "compile", "--op", "softmax", "--impl",
+                        f"softmax={EMPTY_GRID}", "--report-json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = load_report(out)["records"]
+    assert {r["mode"] for r in records} == {"interpreter", "compile"}
+    for r in records:
+        assert r["status"] == "quality_warning", r
+        assert "_softmax_row_kernel with an empty grid" in r["reason"], r
+
+
 @pytest.fixture(scope="module")
 def sm90():
     return load_profiles()["nvidia-sm90"]
@@ -52,6 +70,8 @@ def sm90():
 ])
 def test_grid_violations(sm90, grid, problem):
     found = grid_violations(grid, sm90, capped=False, kernel="k")
+    assert grid_violations((0, 1, 1), sm90, capped=True, allow_empty=True) == []
+    assert empty_grid((4, 0, 1)) and not empty_grid((4, 1, 1))
     if problem is None:
         assert found == []
     else:
@@ -84,3 +104,27 @@ def test_recording_covers_autotuned_and_heuristic_launches_with_callable_grids()
     assert sorted({(rec.name, rec.grid) for rec in log}) == [
         ("_copy_kernel", (2, 1, 1)), ("_copy_kernel", (4, 1, 1))]
     assert len(log) == 3 and torch.equal(x, y)
+
+
+def test_launches_of_an_already_compiled_kernel_are_recorded():
+    """Libraries that cache the kernel their first launch compiled (FlagGems' LibEntry)
+    launch it as compiled[grid](*args) afterwards, past JITFunction.run: those launches
+    are recorded too (grid cut to three dims), and not made while capturing."""
+    from types import SimpleNamespace
+
+    from triton.compiler.compiler import CompiledKernel
+
+    assert CompiledKernel.__getitem__.__wrapped__ is not None  # patched at import
+    made = []
+    getitem = launches._make_getitem(lambda self, grid: lambda *args: made.append(grid))
+    jit = _copy_kernel.fn.fn  # under the autotuner and the heuristics
+    compiled = SimpleNamespace(src=SimpleNamespace(fn=jit))
+    getitem(compiled, (5, 1, 1))(1, 2)  # nothing recording: a plain launch
+    with launches.record_launches() as log:
+        getitem(compiled, (3, 2, 1, 1, 1))("x", "y")
+    assert made == [(5, 1, 1), (3, 2, 1, 1, 1)]
+    assert [(rec.name, rec.grid, rec.args, rec.launched) for rec in log] == [
+        ("_copy_kernel", (3, 2, 1), ("x", "y"), True)]
+    with launches.capture_launches() as log:
+        getitem(compiled, (7,))("x")
+    assert len(made) == 2 and [(rec.grid, rec.launched) for rec in log] == [((7, 1, 1), False)]

@@ -6,7 +6,10 @@ nothing, because the launcher multiplies the dims in a C int; HIP's launcher ret
 when that product wraps to 0. So every recorded launch
 (:class:`triton_cts.launches.Launch`) is checked here:
 
-- no axis may be 0 (a zero grid crashes some backends and runs nothing on others);
+- no axis may be 0 (a zero grid crashes some backends and runs nothing on others), except
+  for an input with no elements (``allow_empty``): Triton's CUDA and HIP launchers and its
+  interpreter launch nothing for an empty grid, which is then the right outcome, so the
+  empty-tensor check reports it as a quality warning rather than a failure;
 - each axis at most ``limits.grid_max[axis]``;
 - the product at most ``limits.grid_max_product`` (where the vendor counts programs in
   total, or the launcher multiplies the dims);
@@ -23,8 +26,9 @@ AXES = ("x", "y", "z")
 
 
 def grid_violations(grid: Iterable[int], profile: Profile, *, capped: bool,
-                    kernel: str = "kernel") -> list[str]:
-    """Why ``grid`` (1 to 3 dims) breaks ``profile``'s limits; empty when it does not."""
+                    kernel: str = "kernel", allow_empty: bool = False) -> list[str]:
+    """Why ``grid`` (1 to 3 dims) breaks ``profile``'s limits; empty when it does not.
+    ``allow_empty``: an axis of 0 is not a violation (the input has no elements)."""
     dims = [int(g) for g in grid]
     if not 1 <= len(dims) <= 3:
         raise ValueError(f"{kernel}: a grid has 1 to 3 dims, got {tuple(dims)}")
@@ -32,6 +36,8 @@ def grid_violations(grid: Iterable[int], profile: Profile, *, capped: bool,
     where = f"{kernel} launched with grid {tuple(dims)}"
     problems = []
     for axis, (n, limit) in enumerate(zip(dims, profile.grid_max)):
+        if n < 1 and allow_empty:
+            continue
         if n < 1:
             problems.append(f"{where}: axis {AXES[axis]} = {n} (an empty grid crashes some "
                             f"backends and launches nothing on others; return before launching)")
@@ -49,14 +55,21 @@ def grid_violations(grid: Iterable[int], profile: Profile, *, capped: bool,
     return problems
 
 
-def launch_violations(launches: Iterable, profile: Profile, *, capped: bool) -> list[str]:
+def empty_grid(grid: Iterable[int]) -> bool:
+    """Whether a grid has an axis of 0 (no program runs)."""
+    return any(int(g) < 1 for g in grid)
+
+
+def launch_violations(launches: Iterable, profile: Profile, *, capped: bool,
+                      allow_empty: bool = False) -> list[str]:
     """Every problem of every recorded launch, each naming the kernel, grid and limit."""
     problems: list[str] = []
     for launch in launches:
-        for p in grid_violations(launch.grid, profile, capped=capped, kernel=launch.name):
+        for p in grid_violations(launch.grid, profile, capped=capped, kernel=launch.name,
+                                 allow_empty=allow_empty):
             if p not in problems:
                 problems.append(p)
     return problems
 
 
-__all__ = ["grid_violations", "launch_violations"]
+__all__ = ["empty_grid", "grid_violations", "launch_violations"]

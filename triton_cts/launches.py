@@ -12,7 +12,10 @@ one import.
 path every ``kernel[grid](...)`` call takes, autotuned and heuristic kernels included)
 and records the kernel, its arguments and the grid, a callable grid evaluated on the
 bound arguments as Triton does. ``capture_launches`` records the same without launching:
-compile mode uses it to learn the exact specializations a launcher produces.
+compile mode uses it to learn the exact specializations a launcher produces. Launches of
+an already compiled kernel (``compiled[grid](*args)``: libraries such as FlagGems cache
+the kernel their first launch compiled and launch it directly afterwards) are recorded
+too, and not made while capturing.
 """
 from __future__ import annotations
 
@@ -22,10 +25,16 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+import triton.language as tl
 from triton import knobs
 from triton.runtime.errors import InterpreterError
 from triton.runtime.interpreter import InterpretedFunction, _patch_lang
 from triton.runtime.jit import JITFunction
+
+try:
+    from triton.compiler.compiler import CompiledKernel
+except ImportError:  # pragma: no cover - a Triton without it
+    CompiledKernel = None
 
 
 @dataclass
@@ -87,13 +96,28 @@ def _make_run(original, cls):
     return functools.wraps(original)(run)
 
 
+def _language_patched(fn) -> bool:
+    """Whether every ``triton.language`` module ``fn`` sees is already patched for the
+    interpreter (a helper called from a running interpreted kernel): the interpreter
+    replaces each builtin with a plain wrapper while a kernel runs."""
+    langs = [v for v in fn.__globals__.values() if v is tl or v is tl.core]
+    return bool(langs) and all(not tl.core.is_builtin(lang.program_id) for lang in langs)
+
+
 def _make_call(original):
     def __call__(self, *args, **kwargs):
         if not knobs.runtime.interpret:
             return original(self, *args, **kwargs)
+        twin = _twin(self)
+        if _language_patched(twin.fn):
+            # patching again (per helper call, per program) would only redo the
+            # enclosing kernel's patches, at a third of the interpreter's time
+            try:
+                return twin.rewrite()(*args, **kwargs)
+            except Exception as exc:
+                raise InterpreterError(repr(exc)) from exc
         # InterpretedFunction.__call__ patches triton.language for the interpreter and
         # never restores it, which breaks later compiles in this process: restore here.
-        twin = _twin(self)
         scope = _patch_lang(twin.fn)
         try:
             return twin.rewrite()(*args, **kwargs)
@@ -104,12 +128,34 @@ def _make_call(original):
     return functools.wraps(original)(__call__)
 
 
+def _make_getitem(original):
+    """``compiled[grid]``: record the launch its runner makes (the JIT function it was
+    compiled from, the args, the first three grid dims); while capturing, launch nothing."""
+    def __getitem__(self, grid):
+        if not _active:
+            return original(self, grid)
+        dims = tuple(int(g) for g in tuple(grid)[:3])
+        kernel = getattr(getattr(self, "src", None), "fn", None) or self
+        launch_now = None if _capturing else original(self, grid)
+
+        def runner(*args, **kwargs):
+            launch = Launch(kernel, args, dict(kwargs), dims + (1,) * (3 - len(dims)),
+                            launched=launch_now is not None)
+            for log in _active:
+                log.append(launch)
+            return None if launch_now is None else launch_now(*args, **kwargs)
+        return runner
+    return functools.wraps(original)(__getitem__)
+
+
 _ORIGINAL_RUN = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
 if not getattr(JITFunction.run, "_triton_cts_patched", False):
     for _cls, _orig in _ORIGINAL_RUN.items():
         _cls.run = _make_run(_orig, _cls)
         _cls.run._triton_cts_patched = True
     JITFunction.__call__ = _make_call(JITFunction.__call__)
+    if CompiledKernel is not None:
+        CompiledKernel.__getitem__ = _make_getitem(CompiledKernel.__getitem__)
 
 
 @contextlib.contextmanager

@@ -57,6 +57,14 @@ class OpSpec:
     #: ``ambiguity(*args64)`` gives, per output, the elementwise gap between them (or None);
     #: it is added to the bound.
     ambiguity: Callable[..., tuple] | None = None
+    #: Where the op is ill-conditioned at some inputs, so that any correct implementation
+    #: errs by more than the output's rounding (a normalisation of values whose mean dwarfs
+    #: their spread: the computed mean carries a rounding error proportional to the
+    #: values' magnitude, which the division by the spread amplifies; a softmax backward
+    #: whose dy - sum(dy * y) cancels), ``conditioning(*args64, dtype=input_dtype)`` gives,
+    #: per output, the absolute error such an implementation may make (or None); it is
+    #: added to the bound. Models in triton_cts/ops/moments.py.
+    conditioning: Callable[..., tuple] | None = None
     #: "module:function" of a differentiable launcher taking the op's forward arguments
     #: (what make_args builds) and returning the op's first output; gradcheck runs it.
     autograd: str | None = None

@@ -31,9 +31,15 @@ OPS = {
     "rms_norm_backward": "rms_norm_backward",
 }
 
-# LigerRMSNormFunction's defaults: no weight offset, Llama casting (rstd in float32).
+# No weight offset (LigerRMSNormFunction's default), and Gemma casting: everything in
+# float32, rounded once to the output dtype, which is the op as defined (y = x * rstd * w).
+# LigerRMSNormFunction defaults to Llama casting, which follows Hugging Face's Llama: it
+# rounds x * rstd to the input dtype before multiplying by the weight, so its y is
+# w * round(x * rstd) and its dweight sum(dy * round(x * rstd)), the exact gradient of
+# that forward but not of this op: for float16 rows of 32769 elements summed over 2047
+# rows, dweight differs from the unrounded gradient by 7 float16 ulp.
 RMS_OFFSET = 0.0
-RMS_CASTING_MODE = "llama"
+RMS_CASTING_MODE = "gemma"
 
 
 # Kernels Triton's interpreter cannot run (seen with triton 3.9; TRITON_INTERPRET=1 fails

@@ -1,6 +1,7 @@
 """Batch normalization, training forward (statistics over all dims but dim 1)."""
 import torch
 
+from triton_cts.ops import moments
 from triton_cts.registry import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -36,6 +37,26 @@ def reference(x, weight, bias, running_mean, running_var, momentum=MOMENTUM, eps
     return y, mean, invstd, running_mean, running_var
 
 
+def conditioning(x, weight, bias, running_mean, running_var, momentum=MOMENTUM, eps=EPS, *,
+                 dtype):
+    """Error bounds of a correct implementation computing ``dtype`` inputs in float32
+    (float64 for float64) for (y, mean, invstd, running_mean, running_var): channels whose
+    mean dwarfs their spread (triton_cts/ops/moments.py, over the N * spatial values of
+    each channel). The running variance is updated with the unbiased variance, whose
+    relative error is twice invstd's."""
+    channels = x.shape[1]
+    dims = (0,) + tuple(range(2, x.dim()))
+    dmu, rel, invstd, mean = moments.mean_subtraction_error(x, dims, eps,
+                                                            moments.compute_roundoff(dtype))
+    per_channel = (1, channels) + (1,) * (x.dim() - 2)
+    y = moments.normalised_output_error(x, mean, invstd, dmu, rel, weight.view(per_channel))
+    n = x.numel() // max(channels, 1)
+    var = x.var(dims, unbiased=n > 1, keepdim=True) if n else torch.zeros_like(dmu)
+    flat = [t.reshape(channels).nan_to_num(0.0, 0.0, 0.0)
+            for t in (dmu, invstd * rel, momentum * dmu, momentum * var * 2 * rel)]
+    return (y, *flat)
+
+
 def make_args(x: torch.Tensor, gen: torch.Generator):
     """Per-channel parameters and running statistics for x's dim 1. Half inputs get float32
     parameters, as mixed-precision models keep them (and as cuDNN requires)."""
@@ -62,6 +83,7 @@ BATCH_NORM_TRAIN = OpSpec(
     min_ndim=2,
     max_ndim=4,
     tolerances=TOLERANCES,
+    conditioning=conditioning,
     compile_shapes=((32, 64, 28, 28), (256, 512), (2, 3, 1 << 16)),
     relations=("shift_invariance",),
 )

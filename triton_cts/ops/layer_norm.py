@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from triton_cts.ops import moments
 from triton_cts.registry import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -63,6 +64,16 @@ def layer_norm_reference(x, weight, bias, eps=LAYER_NORM_EPS):
     return _layer_norm_ref(x, weight, bias, eps)
 
 
+def layer_norm_conditioning(x, weight, bias, eps=LAYER_NORM_EPS, *, dtype):
+    """(y, mean, rstd) error bounds of a correct implementation computing ``dtype`` inputs
+    in float32 (float64 for float64; triton_cts/ops/moments.py): rows whose mean dwarfs
+    their spread."""
+    dmu, rel, rstd, mean = moments.mean_subtraction_error(x, (-1,), eps,
+                                                          moments.compute_roundoff(dtype))
+    y = moments.normalised_output_error(x, mean, rstd, dmu, rel, weight)
+    return y, dmu.squeeze(-1), (rstd * rel).nan_to_num(0.0, 0.0, 0.0).squeeze(-1)
+
+
 def layer_norm_args(x, gen):
     return (x, _randn_like_row(x, gen), _randn_like_row(x, gen)), {"eps": LAYER_NORM_EPS}
 
@@ -78,6 +89,7 @@ LAYER_NORM = OpSpec(
     min_ndim=1,
     max_ndim=4,
     tolerances=FORWARD_TOLERANCES,
+    conditioning=layer_norm_conditioning,
     compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),  # last: the tiled kernel
     relations=("shift_invariance", "scale_invariance"),
 )

@@ -57,12 +57,24 @@ def _factors(x: torch.Tensor, gen: torch.Generator, dim: int | None) -> torch.Te
     return y.reshape(x.shape).to(x.dtype)
 
 
+def _with_layout_of(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``y``'s values laid out as ``x`` is (same strides; gaps between elements hold 7, a
+    value the op must never see), so the layout the suite drew reaches the implementation:
+    a product that ignores strides reads the gaps."""
+    if x.is_contiguous() or x.numel() == 0:
+        return y
+    size = 1 + sum((d - 1) * s for d, s in zip(x.shape, x.stride()))
+    out = torch.full((size,), 7.0, dtype=y.dtype).as_strided(x.shape, x.stride())
+    out.copy_(y)
+    return out
+
+
 def _prod_all_args(x, gen):
-    return (_factors(x, gen, None),), {}
+    return (_with_layout_of(_factors(x, gen, None), x),), {}
 
 
 def _prod_dim_args(x, gen):
-    return (_factors(x, gen, -1),), {}
+    return (_with_layout_of(_factors(x, gen, -1), x),), {}
 
 
 def _max_all_reference(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Liger-Kernel 0.8.5: LigerSoftmaxFunction raises for rows longer than 65536 elements.
+
+_softmax_forward sizes the block with calculate_settings(n_cols), which raises
+"RuntimeError: Cannot launch Triton kernel since n = ... exceeds the recommended Triton
+blocksize = 65536" for n_cols > 65536, and since the block is the whole row rounded up to
+a power of two, the multi-block kernels (_softmax_multi_block_forward_kernel and
+_softmax_multi_block_backward_kernel, written for rows longer than a block) are never
+used. torch.softmax handles any row length (vocabularies of 128k and more are common).
+
+Suite example: the atomics suite's probe shape (2, 131072) float32 (every atomics check of
+Liger's softmax and softmax backward failed on it).
+
+Exit status: 1 if the finding reproduces, 0 if not, 2 if this machine cannot run it.
+"""
+import platform
+import sys
+import traceback
+
+import torch
+
+#: torch.testing.assert_close's default (rtol, atol) per dtype.
+TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
+             torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
+
+
+def environment(library):
+    """Print the versions and the GPU; the library's import error ends the run (exit 2)."""
+    import importlib
+    from importlib import metadata
+
+    import triton
+    module = importlib.import_module(library)
+    dist = {"flag_gems": "flag-gems", "liger_kernel": "liger-kernel"}[library]
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        version = getattr(module, "__version__", "unknown")
+    cap = "".join(map(str, torch.cuda.get_device_capability()))
+    print(f"python {platform.python_version()}, torch {torch.__version__}, triton "
+          f"{triton.__version__}, {dist} {version}")
+    print(f"device: {torch.cuda.get_device_name()} (sm_{cap})")
+    return module
+
+
+def compare(name, out, ref, rtol, atol):
+    """Print the largest |out - ref| and the worst element against assert_close's bound
+    atol + rtol * |ref| (NaN must be NaN, inf the same inf); return whether any element is
+    outside it."""
+    got, want = out.detach().cpu().double(), ref.detach().cpu().double()
+    if got.shape != want.shape:
+        print(f"  {name}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+        return True
+    ok = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    finite = torch.isfinite(got) & torch.isfinite(want)
+    err = torch.where(finite, (got - want).abs(), torch.zeros_like(got))
+    bad = int((~ok).sum())
+    line = (f"  {name}: max |out - ref| = {float(err.max()) if err.numel() else 0.0:.3g}; "
+            f"{bad} of {want.numel()} elements outside atol + rtol*|ref| "
+            f"(rtol={rtol:g}, atol={atol:g})")
+    if bad:
+        excess = torch.where(ok, torch.full_like(err, -1.0),
+                             torch.where(finite, err - (atol + rtol * want.abs()),
+                                         torch.full_like(err, float("inf"))))
+        i = int(torch.argmax(excess.reshape(-1)))
+        o, r = got.reshape(-1)[i].item(), want.reshape(-1)[i].item()
+        idx = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), want.shape)) if want.dim() else ()
+        line += (f"; worst at {idx}: out={o!r}, ref={r!r}, |out-ref|={abs(o - r):.3g} > "
+                 f"{atol + rtol * abs(r):.3g}")
+    print(line)
+    return bad > 0
+
+
+def run(main):
+    """Exit 1 if the finding reproduces, 0 if not, 2 if this machine cannot run it."""
+    if not torch.cuda.is_available():
+        print("no CUDA device: cannot run")
+        sys.exit(2)
+    try:
+        sys.exit(1 if main() else 0)
+    except SystemExit:
+        raise
+    except ImportError as exc:
+        print(f"cannot import the library: {exc}")
+        sys.exit(2)
+    except Exception:  # noqa: BLE001 - an unexpected failure is not a reproduction
+        traceback.print_exc()
+        sys.exit(2)
+
+
+def main():
+    environment("liger_kernel")
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    failing = []
+    for n in (65536, 65537, 131072):
+        x = torch.randn(2, n, generator=torch.Generator().manual_seed(0)).cuda()
+        try:
+            y = LigerSoftmaxFunction.apply(x)
+            err = (y.double() - torch.softmax(x.double(), -1)).abs().max().item()
+            print(f"  rows of {n}: ok (max |out - ref| = {err:.3g})")
+        except Exception as exc:  # noqa: BLE001 - the finding
+            print(f"  rows of {n}: {type(exc).__name__}: {exc}")
+            failing.append(n)
+    if failing:
+        print(f"REPRODUCED: rows of {', '.join(map(str, failing))} elements raise; torch.softmax "
+              f"handles them")
+    else:
+        print("NOT REPRODUCED")
+    return bool(failing)
+
+
+if __name__ == "__main__":
+    run(main)
