@@ -74,6 +74,21 @@ def test_stats_record_is_json_and_occupancy_is_the_minimum_of_its_limiters():
         assert 0 < stats.occupancy <= profile["compile.max_waves_per_simd"]
 
 
+def test_profiles_sharing_a_target_compile_each_kernel_once(tmp_path, monkeypatch):
+    """nvidia-sm90 and nvidia-sm90-h200 differ only in memory and peak numbers: the second
+    profile's kernel comes from the cache, under the same per-key compile lock."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    hits = []
+    monkeypatch.setattr(triton.knobs.compilation, "listener",
+                        lambda **kw: hits.append(kw["cache_hit"]))
+    x = torch.randn(5000)
+    stats = [_compiled(compile_faults.gelu_too_many_warps_config, PROFILES[name], x)
+             for name in ("nvidia-sm90", "nvidia-sm90-h200")]
+    assert [s.registers for s in stats[0]] == [s.registers for s in stats[1]]
+    assert hits == [False] * len(stats[0]) + [True] * len(stats[1])
+    assert len(list((tmp_path / "triton-cts-locks").iterdir())) == len(stats[0])
+
+
 def test_golden_stats_report_regressions_and_missing_entries(tmp_path, monkeypatch):
     monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
     entry = {"k fp32 (64,) [num_warps=4]": {"registers": 40, "spills": 0, "shared": 0}}

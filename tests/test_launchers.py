@@ -2,8 +2,11 @@
 interpreter and compile modes sharing one process."""
 import pytest
 import torch
+import triton.language as tl
 
 from kernels.gelu import gelu
+from kernels.softmax import softmax
+from triton_cts import launches
 from triton_cts.cross_compile import compile_launch
 from triton_cts.launch import UnsupportedDtypeError, WrongDeviceError
 from triton_cts.launches import interpreted, record_launches
@@ -56,3 +59,18 @@ def test_interpreter_and_cross_compile_share_one_process():
         (launch,) = execute(gelu, Mode.COMPILE, profile, (x,))
         stats = compile_launch(launch, profile)
         assert stats.violations == [] and stats.threads_per_block <= 1024
+
+
+def test_the_language_is_patched_once_per_interpreted_launch_and_restored(monkeypatch):
+    """JIT helpers (tl.max, tl.sum, the kernel's own) called in every program find the
+    language patched by the launch instead of patching it again; afterwards it is not."""
+    calls = []
+    patch = launches._patch_lang
+    monkeypatch.setattr(launches, "_patch_lang", lambda fn: calls.append(fn) or patch(fn))
+    x = torch.randn(7, 100)
+    tiny = SM90.derive(**{"launch.max_grid_num": 3})
+    with interpreted(), record_launches() as log:
+        y = softmax(x, profile=tiny)
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+    assert log and len(calls) == len(log)
+    assert tl.core.is_builtin(tl.program_id) and tl.core.is_builtin(tl.core.program_id)

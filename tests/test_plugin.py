@@ -1,10 +1,12 @@
 """The pytest plugin end to end, run as a user runs it: options, usage errors, ids, and
 planted faults that must make the suites fail."""
 import re
+from types import SimpleNamespace
 
 import pytest
 
 from tests.helpers import bundled_profile_data, run_pytest, write_toml
+from triton_cts import plugin
 
 USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
 
@@ -107,3 +109,19 @@ def test_bad_options_are_usage_errors(args, message):
     result = run_pytest("suites/", "--collect-only", *args)
     assert result.returncode == USAGE_ERROR
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("dist, args, scheduler", [
+    ("load", ("-n", "2"), "WorkStealingScheduling"),
+    ("load", ("-n", "2", "--dist", "load"), None),
+    ("load", ("-n", "2", "--dist=load"), None),
+    ("loadfile", ("-n", "2", "--dist", "loadfile"), None),
+])
+def test_xdist_steals_work_unless_dist_is_chosen(monkeypatch, dist, args, scheduler):
+    pytest.importorskip("xdist.scheduler")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    config = SimpleNamespace(getvalue={"dist": dist, "tx": ["popen"] * 2}.get,
+                             invocation_params=SimpleNamespace(args=args),
+                             getini=lambda name: [])
+    made = plugin.pytest_xdist_make_scheduler(config, None)
+    assert (made and type(made).__name__) == scheduler

@@ -24,6 +24,8 @@ calculator from registers, shared memory, warp and block slots.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import re
 import subprocess
@@ -114,7 +116,7 @@ def compile_launch(launch: Launch, profile: Profile) -> CompiledStats:
     target = profile.gpu_target()
     src, options = specialize(launch, target)
     constexprs = src.constants
-    compiled = triton.compile(src, target=target, options=options)
+    compiled = _compile_once(src, target, options)
     md = compiled.metadata
     params = fn.params
     # Some backends clamp an over-large num_warps silently (gfx942 caps at 1024 threads):
@@ -141,6 +143,27 @@ def compile_launch(launch: Launch, profile: Profile) -> CompiledStats:
     stats.violations = limit_violations(stats, profile)
     stats.quality = quality_issues(stats, profile)
     return stats
+
+
+def _compile_once(src: ASTSource, target, options: dict):
+    """``triton.compile``, one process at a time per Triton cache key. Profiles that share a
+    target and launch constants (nvidia-sm90 and nvidia-sm90-h200) produce the same
+    kernels: an xdist worker that reaches one while another compiles it waits and then
+    reads it from Triton's cache instead of compiling it a second time."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.runtime.cache import get_cache_key
+
+    backend = make_backend(target)
+    parsed = backend.parse_options(dict(options, **src.parse_options()))
+    key = get_cache_key(src, backend, parsed, env_vars=get_cache_invalidating_env_vars())
+    locks = Path(use_project_cache()) / "triton-cts-locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{hashlib.sha256(key.encode()).hexdigest()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return triton.compile(src, target=target, options=options)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def config_label(meta: dict[str, Any], num_warps: int, num_stages: int) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,18 +91,42 @@ def _make_run(original, cls):
         if _capturing:
             return None
         if cls is JITFunction and knobs.runtime.interpret:
-            return _ORIGINAL_RUN[InterpretedFunction](_twin(self), *args, grid=grid,
-                                                      warmup=warmup, **kwargs)
+            with _interpreter_language():
+                return _ORIGINAL_RUN[InterpretedFunction](_twin(self), *args, grid=grid,
+                                                          warmup=warmup, **kwargs)
+        if cls is InterpretedFunction:
+            with _interpreter_language():
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
     return functools.wraps(original)(run)
 
 
 def _language_patched(fn) -> bool:
     """Whether every ``triton.language`` module ``fn`` sees is already patched for the
-    interpreter (a helper called from a running interpreted kernel): the interpreter
-    replaces each builtin with a plain wrapper while a kernel runs."""
+    interpreter (the interpreter replaces each builtin with a plain wrapper)."""
     langs = [v for v in fn.__globals__.values() if v is tl or v is tl.core]
     return bool(langs) and all(not tl.core.is_builtin(lang.program_id) for lang in langs)
+
+
+#: Stands in for a function whose globals hold ``tl`` and ``tl.core``: the modules kernels
+#: and Triton's own helpers (``tl.sum``, ``tl.cdiv``) reach the language through.
+_BOTH_LANGUAGES = types.SimpleNamespace(__globals__={"tl": tl, "core": tl.core})
+
+
+@contextlib.contextmanager
+def _interpreter_language():
+    """``tl`` and ``tl.core`` patched for the interpreter for a whole kernel run, so the
+    JIT helpers it calls (every program, every call) find them patched instead of
+    patching and restoring the language each time (a fifth of the interpreter suites'
+    time went into that)."""
+    if _language_patched(_BOTH_LANGUAGES):
+        yield
+        return
+    scope = _patch_lang(_BOTH_LANGUAGES)
+    try:
+        yield
+    finally:
+        scope.restore()
 
 
 def _make_call(original):
@@ -109,9 +134,7 @@ def _make_call(original):
         if not knobs.runtime.interpret:
             return original(self, *args, **kwargs)
         twin = _twin(self)
-        if _language_patched(twin.fn):
-            # patching again (per helper call, per program) would only redo the
-            # enclosing kernel's patches, at a third of the interpreter's time
+        if _language_patched(twin.fn):  # inside an interpreted kernel run
             try:
                 return twin.rewrite()(*args, **kwargs)
             except Exception as exc:

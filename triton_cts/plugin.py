@@ -239,6 +239,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``-n N`` without ``--dist``, xdist's work stealing: a worker that runs out of
+    tests takes half of another's queue. With the default ``load`` mode the compile checks
+    (minutes of cross-compiling, early in the collection) stayed with the worker they were
+    first sent to while the other worker finished everything else and waited."""
+    if config.getvalue("dist") != "load" or _dist_chosen(config):
+        return None
+    try:
+        from xdist.scheduler import WorkStealingScheduling
+    except ImportError:  # pytest-xdist before 3.2
+        return None
+    return WorkStealingScheduling(config, log)
+
+
+def _dist_chosen(config: pytest.Config) -> bool:
+    """Whether ``--dist`` (or ``-d``) was given on the command line or in addopts."""
+    args = [*config.invocation_params.args, *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+            *config.getini("addopts")]
+    return any(str(a).startswith("--dist") or a == "-d" for a in args)
+
+
 @pytest.fixture
 def cts_selection(request) -> Selection:
     return selection(request.config)
