@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_cts import CHECKOUT
+from triton_cts import CHECKOUT, lost_context
 from triton_cts.modes import MODE_CHOICES, Mode, parse_modes, unsupported_reason
 from triton_cts.profiles import Profile, ProfileError, load_profiles
 from triton_cts.registry import Implementation, OpSpec, Registry, default_registry
@@ -160,6 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SELECTION_KEY] = build_selection(config)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    lost_context.register(config)
 
 
 def selection(config: pytest.Config) -> Selection:
