@@ -327,10 +327,15 @@ def test_more_than_2_31_elements(target, repro, record_property):
     if problems:
         _fail(target, target.profile, case.describe(), problems, repro)
     record_property("numel", numel)
+    scales = runner.error_scales(target, args, kwargs) or ()
     for i, (o, r) in enumerate(zip(ah.as_outputs(out), ah.as_outputs(ref))):
         if r is None:
             continue
+        scale = scales[i] if i < len(scales) else None
         for start in range(0, max(1, r.numel()), 1 << 28):  # compare in chunks
             sl = slice(start, start + (1 << 28))
+            chunk = None if scale is None else torch.as_tensor(
+                scale, device=r.device).expand(r.shape).reshape(-1)[sl]
             ah.assert_matches_reference(target, case, (o.reshape(-1)[sl],), (r.reshape(-1)[sl],),
-                                        f"{repro} (output {i}, elements {start}+)")
+                                        f"{repro} (output {i}, elements {start}+)",
+                                        error_scales=(chunk,))

@@ -128,3 +128,31 @@ def test_launches_of_an_already_compiled_kernel_are_recorded():
     with launches.capture_launches() as log:
         getitem(compiled, (7,))("x")
     assert len(made) == 2 and [(rec.grid, rec.launched) for rec in log] == [((7, 1, 1), False)]
+
+
+@triton.jit
+def _rand_kernel(OUT, seed, OFFSET, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    offs = OFFSET + i.to(tl.int64)
+    tl.store(OUT + i, tl.rand(seed, offs), mask=i < n)
+
+
+@pytest.mark.parametrize("start", [0, 2**31 - 40, 2**32 - 40, 2**40])
+def test_reference_dropout_mask_is_tl_rand_bit_for_bit_past_2_31(start):
+    """The 2^31-element check of layer_norm_residual_dropout rebuilds the kernel's mask on
+    the device in chunks; the counters past 2^31 and 2^32 must match tl.rand exactly."""
+    from triton_cts.ops.layer_norm import philox_uniform
+    seed, n = 2**31 - 5, 100
+    out = torch.empty(n, dtype=torch.float32)
+    with launches.interpreted():
+        _rand_kernel[(1,)](out, seed, start, n, BLOCK=128)
+    ours = philox_uniform(seed, torch.arange(start, start + n, dtype=torch.int64))
+    assert torch.equal(ours.view(torch.int32), out.view(torch.int32))
+
+
+def test_reference_dropout_mask_is_chunked(monkeypatch):
+    from triton_cts.ops import layer_norm as ln
+    whole = ln.dropout_keep_mask((7, 33), 11, 0.5)
+    monkeypatch.setattr(ln, "PHILOX_CHUNK", 10)
+    assert torch.equal(ln.dropout_keep_mask((7, 33), 11, 0.5), whole)
+    assert 0.3 < whole.float().mean() < 0.7

@@ -5,7 +5,8 @@ differentiate the float64 forward with autograd; they take ``mean``/``rstd`` onl
 the launchers do (make_args computes them in float64 and rounds them to the statistics'
 dtype, float32, or float64 for float64 inputs, as the forward saves them).
 """
-import numpy as np
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -223,38 +224,46 @@ RMS_NORM_BACKWARD = OpSpec(
 PHILOX_ROUND_A, PHILOX_ROUND_B = 0xD2511F53, 0xCD9E8D57
 PHILOX_KEY_A, PHILOX_KEY_B = 0x9E3779B9, 0xBB67AE85
 PHILOX_ROUNDS = 10
+MASK32 = 0xFFFFFFFF
 #: tl.rand's uint32 -> [0, 1) scale: the largest with MAX_INT32 * scale < 1 in float32.
-UNIFORM_SCALE = np.float32(4.6566127342e-10)
+UNIFORM_SCALE = torch.tensor(4.6566127342e-10, dtype=torch.float32)
+#: Elements per chunk of the reference keep-mask (about 10 int64 words of scratch each).
+PHILOX_CHUNK = 1 << 24
 
 
-def philox_uniform(seed: int, offsets: np.ndarray) -> np.ndarray:
-    """``tl.rand(seed, offsets)`` in numpy, bit for bit: the first Philox4x32-10 word of
-    counter (offset low, offset high, 0, 0) under key (seed low, seed high), folded to a
-    non-negative int32 and scaled to float32."""
-    mask32 = np.uint64(0xFFFFFFFF)
-    offsets = offsets.astype(np.uint64)
-    c0, c1 = offsets & mask32, offsets >> np.uint64(32)
-    c2 = c3 = np.zeros_like(c0)
-    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64((seed >> 32) & 0xFFFFFFFF)
-    a, b = np.uint64(PHILOX_ROUND_A), np.uint64(PHILOX_ROUND_B)
+def philox_uniform(seed: int, offsets: torch.Tensor) -> torch.Tensor:
+    """``tl.rand(seed, offsets)`` in torch, bit for bit, on the offsets' device: the first
+    Philox4x32-10 word of counter (offset low, offset high, 0, 0) under key (seed low,
+    seed high), folded to a non-negative int32 and scaled to float32. Words are held in
+    int64: a product of two 32-bit words wraps modulo 2^64 and its high word is taken
+    with a shift and a mask."""
+    c0, c1 = offsets & MASK32, (offsets >> 32) & MASK32
+    c2 = c3 = torch.zeros_like(c0)
+    k0, k1 = seed & MASK32, (seed >> 32) & MASK32
     for _ in range(PHILOX_ROUNDS):
-        prod_b, prod_a = b * c2, a * c0  # exact: both factors are below 2^32
-        c0, c2, c1, c3 = ((prod_b >> np.uint64(32)) ^ c1 ^ k0,
-                          (prod_a >> np.uint64(32)) ^ c3 ^ k1,
-                          prod_b & mask32, prod_a & mask32)
-        k0 = (k0 + np.uint64(PHILOX_KEY_A)) & mask32
-        k1 = (k1 + np.uint64(PHILOX_KEY_B)) & mask32
-    bits = c0.astype(np.uint32).view(np.int32)
-    bits = np.where(bits < 0, ~bits, bits)
-    return bits.astype(np.float32) * UNIFORM_SCALE
+        prod_b, prod_a = PHILOX_ROUND_B * c2, PHILOX_ROUND_A * c0
+        c0, c2, c1, c3 = (((prod_b >> 32) & MASK32) ^ c1 ^ k0,
+                          ((prod_a >> 32) & MASK32) ^ c3 ^ k1,
+                          prod_b & MASK32, prod_a & MASK32)
+        k0 = (k0 + PHILOX_KEY_A) & MASK32
+        k1 = (k1 + PHILOX_KEY_B) & MASK32
+    bits = torch.where(c0 >= 1 << 31, c0 - (1 << 32), c0)  # the word as an int32
+    bits = torch.where(bits < 0, ~bits, bits)
+    return bits.to(torch.float32) * UNIFORM_SCALE.to(bits.device)
 
 
-def dropout_keep_mask(shape, seed: int, dropout_p: float) -> torch.Tensor:
+def dropout_keep_mask(shape, seed: int, dropout_p: float, device=None) -> torch.Tensor:
     """The kernel's keep-mask: element i of the flattened tensor is kept when
-    tl.rand(seed, i) > dropout_p (compared in float32)."""
-    n = int(np.prod(shape, dtype=np.int64))
-    u = philox_uniform(seed, np.arange(n, dtype=np.int64))
-    return torch.from_numpy(u > np.float32(dropout_p)).reshape(shape)
+    tl.rand(seed, i) > dropout_p (compared in float32). Computed in chunks, so a mask of
+    2^31 elements needs a few hundred MiB of scratch, not the host's memory."""
+    n = math.prod(shape)
+    keep = torch.empty(n, dtype=torch.bool, device=device)
+    p = torch.tensor(dropout_p, dtype=torch.float32, device=device)
+    for start in range(0, n, PHILOX_CHUNK):
+        offsets = torch.arange(start, min(n, start + PHILOX_CHUNK), dtype=torch.int64,
+                               device=device)
+        keep[start:start + offsets.numel()] = philox_uniform(seed, offsets) > p
+    return keep.reshape(shape)
 
 
 def _float32_valued(*tensors) -> bool:
@@ -271,7 +280,7 @@ def layer_norm_residual_dropout_reference(x, weight, bias, residual, rowscale,
                                           eps=LAYER_NORM_EPS, *, dropout_p, seed):
     # the mask is recomputed from (seed, element index) with the same Philox stream as
     # tl.rand, so it is checked exactly rather than taken from the kernel
-    keep = dropout_keep_mask(tuple(x.shape), seed, dropout_p)
+    keep = dropout_keep_mask(tuple(x.shape), seed, dropout_p, device=x.device)
     # a dropped element is 0 even where x is inf or NaN (selected, not multiplied by 0)
     x_in = torch.where(keep, x * rowscale[..., None] / (1.0 - dropout_p), 0.0) + residual
     # x' is an intermediate the kernel holds in float32 (float64 for float64 inputs). When

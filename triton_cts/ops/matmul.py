@@ -39,12 +39,24 @@ TOLERANCES = {
 #: reading profile["dtypes.tf32"].
 TF32_TOLERANCE = (1e-2, 1e-2)
 
+#: float32 ulps of a unit-size accumulator that one 16-deep tensor-core MMA step may lose:
+#: the accumulators do not round to nearest, so the loss grows with K/16 rather than
+#: sqrt(K). An fp16 product with K = 65536 on an H200 (the 2^31-element check) erred by
+#: 1.45e-4 on unit-size results, 0.3 ulp per step; one ulp per step is allowed.
+ULPS_PER_MMA_STEP = 1.0
+MMA_DEPTH = 16
+
+
 def _error_scale(a: torch.Tensor, b: torch.Tensor):
     """Rounding in a dot product grows with the terms, not with their (possibly
     cancelling) sum: (|A| @ |B|) / sqrt(K) is about 1 for the unit-variance data the
-    tolerances above were set on, and larger where inputs carry an offset."""
+    tolerances above were set on, and larger where inputs carry an offset. For long K the
+    accumulator's truncation per MMA step, in units of the half-precision atol, can be
+    larger still (from K of about 13000 on)."""
     k = max(a.shape[-1], 1)
-    return ((a.abs() @ b.abs()) / k ** 0.5).clamp(min=1.0)
+    terms = (a.abs() @ b.abs()) / k ** 0.5
+    steps = k / MMA_DEPTH * ULPS_PER_MMA_STEP * 2.0 ** -23 / TOLERANCES[torch.float16][1]
+    return terms.clamp(min=max(1.0, steps))
 
 
 MATMUL = OpSpec(
