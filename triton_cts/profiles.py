@@ -129,6 +129,8 @@ SCHEMA: dict[str, Any] = {
         "max_grid_num": Field(_is_pos_int, "a positive int (programs a launcher may start)"),
         "elementwise_block_bytes": Field(_is_pow2, "a power of two (bytes per program)"),
         "row_stack_bytes": Field(_is_pow2, "a power of two (bytes of short rows per program)"),
+        "partials_per_compute_unit": Field(
+            _is_pos_int, "a positive int (programs per compute unit of a partial-sum backward)"),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(
             _is_threshold_table,
@@ -360,8 +362,16 @@ class Profile:
                     self.data["launch"]["max_fused_size_bytes"])
         return max(1, stack // dtype.itemsize)
 
-    def num_warps_for(self, block: int) -> int:
-        """num_warps for a program of ``block`` elements, by the profile's threshold table."""
+    @property
+    def partials_per_compute_unit(self) -> int:
+        return self.data["launch"]["partials_per_compute_unit"]
+
+    def num_warps_for(self, block: int, dtype: torch.dtype | None = None) -> int:
+        """num_warps for a program of ``block`` elements, by the profile's threshold table.
+        With ``dtype`` (what the program computes in), elements are counted in 32-bit
+        registers: a float64 element counts twice, as it takes two."""
+        if dtype is not None:
+            block *= max(1, dtype.itemsize // 4)
         warps = self.data["launch"]["default_num_warps"]
         for threshold, w in self.data["launch"]["num_warps_by_block"]:
             if block >= threshold:
