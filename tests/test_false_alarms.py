@@ -221,3 +221,16 @@ def test_matmul_bound_grows_with_the_tensor_core_steps_only_for_long_k(k, allowe
     scale = MATMUL.error_scale(a, b)
     assert float(scale.min()) == pytest.approx(allowed, rel=0.01)
     assert 1.45e-4 < 1e-4 * float(scale.min()) or k < 65536
+
+
+def test_prod_bound_grows_with_the_factors_beyond_those_it_was_measured_for():
+    """A float32 product of 4095 x 4096 factors on an H200 (a grid-edge check) erred by
+    7.9e-4 relative, past the 4e-4 measured for 2^22 factors: the error grows about
+    linearly with n, and so does the bound beyond 2^22. Up to 2^22 nothing changes."""
+    from triton_cts.ops.reductions import PROD_ALL
+    assert PROD_ALL.error_scale(torch.ones(1 << 22, dtype=torch.float64)) == 1.0
+    x = torch.ones(4095 * 4096, dtype=torch.float64)
+    x[0] = 3.3247
+    extra = (float(PROD_ALL.error_scale(x)) - 1.0) * 1e-5  # added to atol
+    assert extra == pytest.approx(4e-4 * (4095 * 4096 / 2**22 - 1) * 3.3247)
+    assert 0.00263 < 1e-5 + extra + 4e-4 * 3.3247
