@@ -1,6 +1,7 @@
 """The atomics x autotune suite fails on planted faults (an autotuned atomic kernel
 without reset_to_zero; an atomic_max accumulator clobbered to 0 by reset_to_zero), with
 messages naming the cause, and passes the reference kernels in the same run."""
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -119,3 +120,27 @@ def test_probe_runs_on_the_device_in_device_mode(monkeypatch):
     suite.probe(_probe_target("softmax_refusing_long_rows", "interpreter"))
     shapes = len(suite._probe_shapes(_probe_target("softmax_refusing_long_rows", "device").op))
     assert modes == [Mode.DEVICE] * shapes + [Mode.COMPILE] * shapes
+
+
+def test_a_check_no_drawn_case_exercises_is_not_supported_not_failed(tmp_path):
+    """FlagGems' rms_norm launched an autotuned kernel on the probe shapes but tuned on none
+    of 459 drawn cases; hypothesis then raised Unsatisfiable, which read as a failure."""
+    from hypothesis import assume, given, settings, strategies as st
+    from suites.test_atomics_autotune import not_supported_if_never_exercised
+
+    @not_supported_if_never_exercised
+    @settings(max_examples=5, database=None)
+    @given(x=st.integers())
+    def never_relevant(x):
+        assume(False)
+
+    @not_supported_if_never_exercised
+    @settings(max_examples=5, database=None)
+    @given(x=st.integers())
+    def wrong(x):
+        assert x != x
+
+    with pytest.raises(pytest.skip.Exception, match="not supported: no drawn case"):
+        never_relevant()
+    with pytest.raises(AssertionError):
+        wrong()
