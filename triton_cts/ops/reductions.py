@@ -33,7 +33,7 @@ def _prod_error_scale(x: torch.Tensor, *, dim: int | None):
     """atol multiplier that adds rtol * (n / 2^22 - 1) * |product| for n > 2^22 factors."""
     n = x.numel() if dim is None else (x.shape[dim] if x.ndim else 1)
     if n <= PROD_MEASURED_FACTORS:
-        return 1.0
+        return torch.ones((), dtype=x.dtype, device=x.device)
     rtol, atol = PROD_TOLERANCES[torch.float32]
     product = torch.prod(x) if dim is None else torch.prod(x, dim=dim)
     return 1.0 + rtol * (n / PROD_MEASURED_FACTORS - 1) * product.abs() / atol
