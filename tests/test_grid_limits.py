@@ -156,3 +156,15 @@ def test_reference_dropout_mask_is_chunked(monkeypatch):
     monkeypatch.setattr(ln, "PHILOX_CHUNK", 10)
     assert torch.equal(ln.dropout_keep_mask((7, 33), 11, 0.5), whole)
     assert 0.3 < whole.float().mean() < 0.7
+
+
+def test_tiny_derived_grid_limits_apply_only_to_launchers_that_take_the_profile():
+    """Liger-Kernel's softmax launched grid (4,) under a derived profile whose grid limit is
+    1 and failed: it never sees the profile. Such implementations are not supported by the
+    interpreter's grid-edge check (device mode checks them at the real limits)."""
+    result = run_pytest(SUITE, "--vendor", "nvidia-sm90", "--mode", "interpreter", "--op",
+                        "softmax", "--impl", f"softmax={PLANTED}:softmax_without_profile",
+                        "--hypothesis-profile", "ci", "-k", "at_edges", "-rs")
+    out = result.stdout
+    assert result.returncode == 0, out
+    assert "softmax_without_profile does not take the profile" in out, out

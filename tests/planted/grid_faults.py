@@ -77,3 +77,15 @@ def softmax_launches_empty_grid(x, *, profile):
     _softmax_row_kernel[(x2.shape[0],)](x2, y, x2.shape[1],
                                         BLOCK_N=next_power_of_2(max(x2.shape[1], 1)))
     return y.reshape(x.shape)
+
+
+def softmax_without_profile(x):
+    """Correct, one program per row, and no profile argument, like a third-party library:
+    the interpreter's derived profiles with a grid limit of 1 say nothing about it."""
+    if x.dim() == 0 or x.numel() == 0:
+        return torch.softmax(x, -1)
+    x2 = x.contiguous().reshape(-1, x.shape[-1])
+    y = torch.empty_like(x2)
+    _softmax_row_kernel[(x2.shape[0],)](x2, y, x2.shape[1],
+                                        BLOCK_N=next_power_of_2(x2.shape[1]))
+    return y.reshape(x.shape)
