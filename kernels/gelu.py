@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .grid_stride import block_range
 from triton_cts.launch import UnsupportedDtypeError, check_inputs, check_same_shape
 from triton_cts.profiles import Profile
 
@@ -30,10 +31,11 @@ def _gelu_tanh_fwd_kernel(
     n_elements,                 # number of elements in X and Y
     BLOCK_SIZE: tl.constexpr,   # elements per program and loop step
     COMPUTE_FP64: tl.constexpr, # float64 inputs are computed in float64, others in float32
+    GRID_STRIDE: tl.constexpr,  # fewer programs than blocks: each walks several
 ):
     pid = tl.program_id(0).to(tl.int64)  # int64 loop: offsets past 2^31 stay exact
-    num_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
-    for block in range(pid, num_blocks, tl.num_programs(0)):
+    step, stop = block_range(pid, tl.cdiv(n_elements, BLOCK_SIZE), GRID_STRIDE)
+    for block in range(pid, stop, step):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         mask = offs < n_elements
         x = tl.load(X + offs, mask=mask, other=0.0)
@@ -51,11 +53,12 @@ def _gelu_tanh_bwd_kernel(
     n_elements,
     BLOCK_SIZE: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
+    GRID_STRIDE: tl.constexpr,
 ):
     # y = x * s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx
     pid = tl.program_id(0).to(tl.int64)
-    num_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
-    for block in range(pid, num_blocks, tl.num_programs(0)):
+    step, stop = block_range(pid, tl.cdiv(n_elements, BLOCK_SIZE), GRID_STRIDE)
+    for block in range(pid, stop, step):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         mask = offs < n_elements
         x = tl.load(X + offs, mask=mask, other=0.0)
@@ -74,9 +77,10 @@ def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: t
     if n == 0:
         return  # no launch: a zero grid crashes some backends
     block = profile.elementwise_block(out.dtype, n)
-    grid = (profile.capped_grid(triton.cdiv(n, block)),)
+    blocks = triton.cdiv(n, block)
+    grid = (profile.capped_grid(blocks),)
     kernel[grid](*tensors, out, n, BLOCK_SIZE=block, COMPUTE_FP64=out.dtype == torch.float64,
-                 num_warps=profile.num_warps_for(block))
+                 GRID_STRIDE=grid[0] < blocks, num_warps=profile.num_warps_for(block))
 
 
 def gelu(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:

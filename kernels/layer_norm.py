@@ -5,13 +5,14 @@
     y    = x' * rstd * weight (+ bias)             RMS mode: rstd = 1 / sqrt(mean(x'^2) + eps)
 
 Forward. When a row fits the profile's fused tile (N <= MAX_FUSED_SIZE counted in float32
-elements, the dtype a held row has in registers), one kernel reads each element once: a program holds a [BLOCK_M, BLOCK_N] tile, a whole row per tile
-row, with BLOCK_M > 1 when N is small so that short rows still fill a program. Longer rows
-take the tiled kernel, which walks column tiles three times: the row sum, then the sums
-of d = x - mean0 and d^2, then the normalization (the extra pass re-reads the row from
-cache). Both kernels centre twice: x - mean0 is exact when |mean| >> std, and mean(d)
-restores what rounding mean0 lost, so neither E[x^2] - E[x]^2 cancellation nor the
-float32 rounding of a large mean reaches y. Every N runs. Options follow FlashAttention's Triton layer norm: rowscale, then dropout,
+elements, the dtype a held row has in registers), one kernel reads each element once: a
+program holds a [BLOCK_M, BLOCK_N] tile, a whole row per tile row, with BLOCK_M > 1 when N
+is small so that short rows still fill a program. It centres twice: x - mean0 is exact
+when |mean| >> std, and mean(d) restores what rounding mean0 lost. Longer rows take the
+tiled kernel, which walks column tiles twice: the sums of d = x - shift and d^2, the shift
+being the mean of the row's first tile, then the normalization (the second pass re-reads
+the row from cache). Neither E[x^2] - E[x]^2 cancellation nor the float32 rounding of a
+large mean reaches y. Every N runs. Options follow FlashAttention's Triton layer norm: rowscale, then dropout,
 then the residual add (prenorm: x' is returned as residual_out); mean and rstd are saved
 (float32, float64 for float64 inputs). Dropout draws tl.rand(seed, row * N + col): the
 Philox counter is the element's index, so the mask depends only on (seed, shape) and not
@@ -37,9 +38,10 @@ reduces over columns, so the strategies differ in how the row sums are combined:
 - partial: the same fused kernel writes one row of partials per program, at most the
   profile's partials_per_compute_unit programs per compute unit; a second kernel sums the rows in a fixed order. Bitwise
   reproducible for a given profile and shape.
-- tiled: for rows beyond the fused tile: a dx kernel (two passes over column tiles per
-  row) and a dweight/dbias kernel (column blocks, looping over rows). The other two
-  strategies hand such rows to it.
+- tiled: for rows beyond half the fused tile (the fused backward holds about twice the
+  forward's arrays a column): a dx kernel (two passes over column tiles per row) and a
+  dweight/dbias kernel (column blocks, looping over rows). The other two strategies hand
+  such rows to it.
 
 The dropout backward reads the forward's stored keep-mask rather than regenerating it.
 
@@ -61,6 +63,7 @@ import triton
 import triton.language as tl
 from triton import knobs
 
+from .grid_stride import block_range
 from triton_cts import launches
 from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
@@ -255,14 +258,7 @@ def _layer_norm_fwd_fused_kernel(
     w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
     if HAS_BIAS:
         b = _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
-    # The grid-stride loop only where the grid is capped: a loop the compiler cannot see
-    # run once cost a fifth of the bandwidth (bf16 16384x4096 on an H200: 74% -> 90% of copy)
-    if GRID_STRIDE:
-        step = tl.num_programs(0)
-        stop = tl.cdiv(n_rows, BLOCK_M)
-    else:
-        step = 1
-        stop = pid + 1
+    step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
     for block in range(pid, stop, step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
@@ -324,13 +320,24 @@ def _layer_norm_fwd_tiled_kernel(
         rowscale = 1.0
         if HAS_ROWSCALE:
             rowscale = _to_acc(tl.load(ROWSCALE + row), COMPUTE_FP64)
-        # pass 1: x' tile by tile (stored where asked), and its row sum: mean0. Pass 2:
-        # the row sums of d = x' - mean0 and d^2. d is exact when |mean| >> std, and
-        # mean(d) is what rounding mean0 lost, so E[d^2] - mean(d)^2 cancels nothing;
-        # a shift by one element or a running (Welford) mean would round at |x|'s scale
-        # for every element, which wide-range rows show. The row is re-read from cache.
+        # The shift: the mean of the row's first tile (x' recomputed, nothing stored).
+        # d = x' - shift is exact when |mean| >> std, and the tile is a fraction f of the
+        # row, so (mean - shift)^2 <= var / f: E[d^2] - E[d]^2 loses at most a factor
+        # 1 + 1/f of float32 rounding to cancellation, however the row is ordered. One
+        # pass then gathers the sums of d and d^2 (and x' is stored where asked).
+        shift = 0.0
+        if not IS_RMS:
+            cols = tl.arange(0, BLOCK_N)
+            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
+            x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
+                               rowscale, dropout_p, dropout_scale, seed, HAS_ROWSCALE,
+                               HAS_DROPOUT, False, HAS_RESIDUAL, False, SELECT_LOADS,
+                               COMPUTE_FP64)
+            shift = tl.sum(x, axis=0) / tl.minimum(N, BLOCK_N)
+        sum_d = tl.zeros([BLOCK_N], dtype=acc_ty)
+        comp_d = tl.zeros([BLOCK_N], dtype=acc_ty)
+        sum_dd = tl.zeros([BLOCK_N], dtype=acc_ty)
         sum_x = tl.zeros([BLOCK_N], dtype=acc_ty)
-        comp_x = tl.zeros([BLOCK_N], dtype=acc_ty)
         for start in range(0, N, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
@@ -339,36 +346,25 @@ def _layer_norm_fwd_tiled_kernel(
                                HAS_DROPOUT, STORE_DROPOUT_MASK, HAS_RESIDUAL,
                                STORE_RESIDUAL_OUT, SELECT_LOADS, COMPUTE_FP64)
             if IS_RMS:
-                sum_x += x * x
+                sum_dd += x * x
             else:
-                sum_x, comp_x = _kahan_add(sum_x, comp_x, x)
-        mean0 = 0.0
-        mean_d = 0.0
-        if IS_RMS:
-            var = tl.sum(sum_x, axis=0) / N
-        else:
-            mean0 = tl.sum(sum_x, axis=0) / N
-            sum_d = tl.zeros([BLOCK_N], dtype=acc_ty)
-            comp_d = tl.zeros([BLOCK_N], dtype=acc_ty)
-            sum_dd = tl.zeros([BLOCK_N], dtype=acc_ty)
-            for start in range(0, N, BLOCK_N):
-                cols = start + tl.arange(0, BLOCK_N)
-                offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
-                x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs,
-                                   mask, rowscale, dropout_p, dropout_scale, seed,
-                                   HAS_ROWSCALE, HAS_DROPOUT, False, HAS_RESIDUAL, False,
-                                   SELECT_LOADS, COMPUTE_FP64)
-                d = tl.where(mask, x - mean0, 0.0)
+                d = tl.where(mask, x - shift, 0.0)
                 sum_d, comp_d = _kahan_add(sum_d, comp_d, d)
                 sum_dd += d * d
+                sum_x += x
+        mean_d = 0.0
+        if IS_RMS:
+            var = tl.sum(sum_dd, axis=0) / N
+        else:
             mean_d = tl.sum(sum_d, axis=0) / N
             var = tl.sum(sum_dd, axis=0) / N - mean_d * mean_d
-            # a row with inf or NaN: mean_d is NaN, the plain mean0 is what sum / N gives
-            mean = tl.where(mean_d == mean_d, mean0 + mean_d, mean0)
+            var = tl.where(var < 0, 0.0, var)  # rounding of a constant row (NaN stays NaN)
+            # a row with inf or NaN: mean_d is NaN; the plain sum / N is what torch gives
+            mean = tl.where(mean_d == mean_d, shift + mean_d, tl.sum(sum_x, axis=0) / N)
             tl.store(MEAN + row, mean.to(MEAN.dtype.element_ty))
         rstd = 1.0 / tl.sqrt(var + eps)
         tl.store(RSTD + row, rstd.to(RSTD.dtype.element_ty))
-        # pass 3: recompute x' (the same values: tl.rand is counter-based) and normalize
+        # second pass: recompute x' (the same values: tl.rand is counter-based), normalize
         for start in range(0, N, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
@@ -381,7 +377,7 @@ def _layer_norm_fwd_tiled_kernel(
             if IS_RMS:
                 y = x * rstd * w
             else:
-                y = ((x - mean0) - mean_d) * rstd * w
+                y = ((x - shift) - mean_d) * rstd * w
             if HAS_BIAS:
                 y += _to_acc(_load(B, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
             tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
@@ -650,6 +646,32 @@ def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
     return n_cols <= _row_tile(dtype, profile)
 
 
+def _backward_row_tile(dtype: torch.dtype, profile: Profile) -> int:
+    """Longest row the fused backward holds: half the row tile. Per column it keeps x, dy,
+    the weight, dx and the dweight/dbias sums, about twice the forward's arrays: at the
+    full row tile (16384 columns on sm_90) it spilled 184 to 384 bytes a thread at 16 or 32
+    warps, and took 250 us where torch's backward took 262 (bf16 4096x16384, H200)."""
+    return max(1, _row_tile(dtype, profile) // 2)
+
+
+def _fits_fused_backward(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
+    return n_cols <= _backward_row_tile(dtype, profile)
+
+
+#: Tile-wide arrays a tiled kernel keeps live: the tile and up to four accumulators.
+TILED_ARRAYS = 4
+
+
+def _tiled_block(n_cols: int, dtype: torch.dtype, profile: Profile) -> tuple[int, int]:
+    """(columns per tile, num_warps) of the tiled kernels. Beside the tile they keep
+    tile-wide accumulators, so a tile is the row tile over TILED_ARRAYS and gets the warps
+    of the registers all of them take: whole row tiles spilled 64 to 152 bytes a thread
+    on sm_90, and half ones at 16 warps crashed the AMD backend's LLVM (float64 with
+    dropout, triton 3.9)."""
+    block = min(max(1, _row_tile(dtype, profile) // TILED_ARRAYS), next_power_of_2(n_cols))
+    return block, profile.num_warps_for(TILED_ARRAYS * block, dtype)
+
+
 def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
     """Rows per tile of the fused kernels when a row is short: rows are added up to
     ``tile`` elements, but no more than leaves every compute unit a row block."""
@@ -667,9 +689,9 @@ def _forward_tile(dtype: torch.dtype, profile: Profile) -> int:
 
 def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
     # the backward keeps about twice as many (x, dy, xhat, dy * w, dx), all float32: it
-    # takes the profile's elementwise block of the compute dtype, never past the row tile
+    # takes the profile's elementwise block of the compute dtype, never past its row tile
     acc = _acc_dtype(dtype)
-    return min(profile.elementwise_block(acc), _row_tile(dtype, profile))
+    return min(profile.elementwise_block(acc), _backward_row_tile(dtype, profile))
 
 
 def _column_block(n_cols: int, profile: Profile) -> int:
@@ -792,14 +814,13 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         _layer_norm_fwd_fused_kernel[grid](
             *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
             GRID_STRIDE=grid[0] < blocks,
-            num_warps=profile.num_warps_for(block_m * block_n, _acc_dtype(x.dtype)),
+            num_warps=profile.num_warps_for(block_m * block_n, x.dtype),
             **flags)
     else:
-        block_n = _row_tile(x.dtype, profile)
+        block_n, num_warps = _tiled_block(n_cols, x.dtype, profile)
         grid = (profile.capped_grid(n_rows),)
-        _layer_norm_fwd_tiled_kernel[grid](
-            *common, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n, _acc_dtype(x.dtype)),
-            **flags)
+        _layer_norm_fwd_tiled_kernel[grid](*common, BLOCK_N=block_n, num_warps=num_warps,
+                                           **flags)
     return shaped()
 
 
@@ -939,11 +960,12 @@ def _atomic_kernel(profile: Profile, configs: tuple) -> triton.runtime.Autotuner
 
 def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Profile) -> tuple:
     """(rows, num_warps, num_stages) per config: the profile's autotune.layer_norm_backward
-    table, or DEFAULT_ROWS_PER_PROGRAM; those whose tile exceeds the fused tile are dropped."""
+    table, or DEFAULT_ROWS_PER_PROGRAM; those whose tile exceeds the backward's row tile
+    are dropped."""
     table = profile.autotune_configs("layer_norm_backward")
     if table is None:
         table = [{"ROWS_PER_PROGRAM": r} for r in DEFAULT_ROWS_PER_PROGRAM]
-    limit = _row_tile(dtype, profile)
+    limit = _backward_row_tile(dtype, profile)
     configs = []
     for cfg in table:
         unknown = set(cfg) - {"ROWS_PER_PROGRAM", "num_warps", "num_stages"}
@@ -953,11 +975,11 @@ def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Prof
         rows = next_power_of_2(cfg["ROWS_PER_PROGRAM"])
         if rows * block_n > limit or rows > next_power_of_2(n_rows):
             continue
-        configs.append((rows, cfg.get("num_warps", profile.num_warps_for(rows * block_n,
-                                                                          _acc_dtype(dtype))),
+        warps = profile.num_warps_for(rows * block_n, dtype)
+        configs.append((rows, cfg.get("num_warps", warps),
                         cfg.get("num_stages", 3)))
     if not configs:  # one row per step always fits
-        configs.append((1, profile.num_warps_for(block_n, _acc_dtype(dtype)), 3))
+        configs.append((1, profile.num_warps_for(block_n, dtype), 3))
     return tuple(dict.fromkeys(configs))
 
 
@@ -965,14 +987,14 @@ def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dr
                           dropout_p, dresidual_out, has_residual, profile: Profile):
     """What the fused strategies share before their kernels: checked operands, and the
     finished gradients when there is nothing to launch (empty input) or the rows are
-    longer than the fused tile (handed to the tiled strategy); None otherwise."""
+    longer than the fused backward takes (handed to the tiled strategy); None otherwise."""
     p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
                                          dropout_mask, dropout_p, dresidual_out, has_residual,
                                          profile)
     n_rows, n_cols = p.dx.shape
     if n_rows == 0 or n_cols == 0:
         return p, dropout_scale, _grads(p)
-    if not _fits_fused(n_cols, x.dtype, profile):
+    if not _fits_fused_backward(n_cols, x.dtype, profile):
         return p, dropout_scale, _backward_tiled(p, dropout_scale, profile)
     return p, dropout_scale, None
 
@@ -982,8 +1004,8 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
                                dresidual_out=None, has_residual: bool = False,
                                profile: Profile):
     """Backward with dweight/dbias accumulated by tl.atomic_add (float32 buffers, float64
-    for float64 inputs); rows per program autotuned. Rows beyond the fused tile use the
-    tiled strategy. See :func:`layer_norm_backward` for the arguments."""
+    for float64 inputs); rows per program autotuned. Rows beyond half the fused tile use
+    the tiled strategy. See :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_atomic"
     p, dropout_scale, done = _start_fused_backward(
         op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
@@ -1028,9 +1050,8 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
                                 profile: Profile):
     """Deterministic backward: one row of dweight/dbias partials per program (at most the
     profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
-    by a second kernel. Bitwise
-    reproducible for a given profile and shape. Rows beyond the fused tile use the tiled
-    strategy. See :func:`layer_norm_backward` for the arguments."""
+    by a second kernel. Bitwise reproducible for a given profile and shape. Rows beyond
+    half the fused tile use the tiled strategy. See :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_partial"
     p, dropout_scale, done = _start_fused_backward(
         op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
@@ -1051,7 +1072,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
         *_row_operands(p), dw, db if db is not None else dw,
         n_rows, n_cols, *dropout_scale, ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, SLICE_BROADCAST=profile.slice_broadcast,
-        num_warps=profile.num_warps_for(block_m * block_n, acc), **p.flags)
+        num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **p.flags)
     _sum_partials(dw, p.dweight, profile)
     if db is not None:
         _sum_partials(db, p.dbias, profile)
@@ -1061,21 +1082,23 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
 def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     n_rows, n_cols = p.dx.shape
     dtype = p.x.dtype
-    block_n = min(_row_tile(dtype, profile), next_power_of_2(n_cols))
+    block_n, num_warps = _tiled_block(n_cols, dtype, profile)
     flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
     mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
     _layer_norm_bwd_dx_tiled_kernel[(profile.capped_grid(n_rows),)](
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
-        num_warps=profile.num_warps_for(block_n, _acc_dtype(dtype)), **flags)
+        num_warps=num_warps, **flags)
+    # [BLOCK_M, BLOCK_N] tiles of x and dy and two sums of that size: half a row tile
     block_n = _column_block(n_cols, profile)
-    block_m = max(1, min(next_power_of_2(n_rows), _row_tile(dtype, profile) // block_n))
+    block_m = max(1, min(next_power_of_2(n_rows),
+                         _backward_row_tile(dtype, profile) // block_n))
     _layer_norm_bwd_dwdb_kernel[(profile.capped_grid(triton.cdiv(n_cols, block_n)),)](
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
         p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
         BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
         HAS_BIAS=p.dbias is not None, SELECT_LOADS=profile.select_loads,
         SLICE_BROADCAST=profile.slice_broadcast, COMPUTE_FP64=p.flags["COMPUTE_FP64"],
-        num_warps=profile.num_warps_for(block_m * block_n, _acc_dtype(dtype)))
+        num_warps=profile.num_warps_for(2 * block_m * block_n, dtype))
     return _grads(p)
 
 
@@ -1100,7 +1123,7 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
                         rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
                         dresidual_out=None, has_residual: bool = False, profile: Profile):
     """Gradients of :func:`layer_norm`: the deterministic partial-sum strategy when a row
-    fits the fused tile, the tiled one otherwise.
+    fits the fused backward (half the fused tile), the tiled one otherwise.
 
     ``x`` is the tensor that was normalized (the forward's ``residual_out`` when it is not
     None), ``mean``/``rstd`` the forward's (``mean`` unused with ``rms=True``). With
@@ -1111,7 +1134,7 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
     ``x'`` plus ``dresidual_out``, before dropout and rowscale (dx is that times
     keep / (1 - p) * rowscale).
     """
-    if _fits_fused(x.shape[-1] if x.ndim else 1, x.dtype, profile):
+    if _fits_fused_backward(x.shape[-1] if x.ndim else 1, x.dtype, profile):
         strategy = layer_norm_backward_partial
     else:
         strategy = layer_norm_backward_tiled

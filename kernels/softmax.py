@@ -30,6 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .grid_stride import block_range
 from triton_cts.launch import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
 
@@ -49,11 +50,13 @@ def _softmax_fwd_fused_kernel(
     LOG: tl.constexpr,          # True: log_softmax, False: softmax
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+    GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
-    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+    step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
+    for block in range(pid, stop, step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
         offs = rows[:, None] * n_cols + cols[None, :]
@@ -137,11 +140,13 @@ def _softmax_bwd_fused_kernel(
     BLOCK_N: tl.constexpr,      # next_power_of_2(N): a whole row in one block
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+    GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
 ):
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
-    for block in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+    step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
+    for block in range(pid, stop, step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         mask = (rows < n_rows)[:, None] & col_mask[None, :]
         offs = rows[:, None] * n_cols + cols[None, :]
@@ -241,16 +246,18 @@ def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile
     common = dict(LOG=log, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(x.dtype))
     if block_n <= max_fused and not online:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, x.dtype)
-        grid = (profile.capped_grid(triton.cdiv(n_rows, block_m)),)
+        blocks = triton.cdiv(n_rows, block_m)
+        grid = (profile.capped_grid(blocks),)
         _softmax_fwd_fused_kernel[grid](
             x2, y, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_m * block_n), **common)
+            GRID_STRIDE=grid[0] < blocks,
+            num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **common)
     else:
         block_n = min(block_n, max_fused)
         grid = (profile.capped_grid(n_rows),)
         _softmax_fwd_online_kernel[grid](
             x2, y, n_rows, n_cols, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_n), **common)
+            num_warps=profile.num_warps_for(block_n, x.dtype), **common)
     return y.reshape(x.shape)
 
 
@@ -291,16 +298,18 @@ def _backward(dy: torch.Tensor, y: torch.Tensor, looped: bool, profile: Profile)
     common = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(wide))
     if block_n <= max_fused and not looped:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, wide)
-        grid = (profile.capped_grid(triton.cdiv(n_rows, block_m)),)
+        blocks = triton.cdiv(n_rows, block_m)
+        grid = (profile.capped_grid(blocks),)
         _softmax_bwd_fused_kernel[grid](
             dy2, y2, dx, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_m * block_n), **common)
+            GRID_STRIDE=grid[0] < blocks,
+            num_warps=profile.num_warps_for(block_m * block_n, wide), **common)
     else:
         block_n = min(block_n, max_fused)
         grid = (profile.capped_grid(n_rows),)
         _softmax_bwd_looped_kernel[grid](
             dy2, y2, dx, n_rows, n_cols, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_n), **common)
+            num_warps=profile.num_warps_for(block_n, wide), **common)
     return dx.reshape(dy.shape)
 
 

@@ -34,15 +34,16 @@ def dims(max_size: int = MAX_NUMEL, extra: tuple[int, ...] = ()) -> st.SearchStr
 
 def profile_dims(profile: Profile | None, dtype: torch.dtype | None) -> tuple[int, ...]:
     """Row lengths at and around the profile's block sizes for ``dtype``: one element
-    either side of MAX_FUSED_SIZE (fused kernel vs tiled fallback) and of the elementwise
+    either side of MAX_FUSED_SIZE (fused kernel vs tiled fallback) and of half of it (the
+    layer-norm backward's fused limit, the tiled kernels' tile), and of the elementwise
     block (the masked tail), counted in ``dtype`` and in float32, the dtype kernels
     compute 16-bit inputs in (and may size their tiles by)."""
     if profile is None or dtype is None:
         return ()
     out = []
     for counted_in in dict.fromkeys((dtype, torch.float32 if dtype.itemsize < 4 else dtype)):
-        for size in (profile.max_fused_elements(counted_in),
-                     profile.elementwise_block(counted_in)):
+        fused = profile.max_fused_elements(counted_in)
+        for size in (fused, fused // 2, profile.elementwise_block(counted_in)):
             out += [size - 1, size, size + 1]
     return tuple(dict.fromkeys(out))
 

@@ -46,6 +46,8 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
     (lambda d: d["limits"].update(grid_max=[1, 2]), "limits.grid_max", "a list of 3"),
     (lambda d: d["launch"].update(num_warps_by_block=[[8192, 16], [2048, 8]]),
      "launch.num_warps_by_block[1]", "ascending"),
+    (lambda d: d["launch"].update(num_warps_by_block_32bit=[[8192, 12]]),
+     "launch.num_warps_by_block_32bit[0]", "power of two"),
     (lambda d: d["atomics"].update(add=["float8_e5m2", "complex64"]), "atomics.add",
      "a list of dtype names"),
     (lambda d: d["launch"].update(max_grid_num=2**40), "launch.max_grid_num", "exceeds"),
@@ -104,6 +106,12 @@ def test_helpers_read_the_profile():
     assert sm90.max_fused_elements(torch.bfloat16) == 65536 // 2
     assert npu.max_fused_elements(torch.float32) == 32768 // 4
     assert sm90.num_warps_for(64) == 4 and sm90.num_warps_for(32768) == 32
+    # 32-bit data take the profile's own table; 16-bit data the general one; float64
+    # elements count twice
+    assert sm90.num_warps_for(16384, torch.float32) == 32
+    assert sm90.num_warps_for(16384, torch.bfloat16) == 16
+    assert sm90.num_warps_for(8192, torch.float64) == 32
+    assert gfx942.num_warps_for(16384, torch.float32) == gfx942.num_warps_for(16384)  # no table
     assert gfx942.num_warps_for(32768) == 16          # wave64: at most 16 warps
     assert sm90.capped_grid(10**9) == 65535 and sm90.capped_grid(0) == 1
     assert npu.capped_grid(1000) == 40

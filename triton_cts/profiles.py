@@ -135,6 +135,10 @@ SCHEMA: dict[str, Any] = {
         "num_warps_by_block": Field(
             _is_threshold_table,
             "a list of [min_block_elements, num_warps] pairs, ascending"),
+        "num_warps_by_block_32bit": Field(
+            _is_threshold_table,
+            "a list of [min_block_elements, num_warps] pairs, ascending (programs holding "
+            "32-bit or wider data; num_warps_by_block where absent)", required=False),
     },
     "io": {
         "load": Field(_one_of(*LOAD_STRATEGIES), f"one of {LOAD_STRATEGIES}"),
@@ -219,15 +223,17 @@ def _check_consistency(d: dict, source: str) -> None:
     if la["default_num_warps"] > lim["max_num_warps"]:
         raise ProfileError(source, "launch.default_num_warps",
                            f"expected at most limits.max_num_warps = {lim['max_num_warps']}")
-    prev = 0
-    for i, (block, warps) in enumerate(la["num_warps_by_block"]):
-        where = f"launch.num_warps_by_block[{i}]"
-        if block <= prev:
-            raise ProfileError(source, where, "thresholds must be strictly ascending")
-        if warps & (warps - 1) or warps > lim["max_num_warps"]:
-            raise ProfileError(source, where, f"num_warps {warps} must be a power of two and at "
-                                              f"most limits.max_num_warps = {lim['max_num_warps']}")
-        prev = block
+    for table in ("num_warps_by_block", "num_warps_by_block_32bit"):
+        prev = 0
+        for i, (block, warps) in enumerate(la.get(table, ())):
+            where = f"launch.{table}[{i}]"
+            if block <= prev:
+                raise ProfileError(source, where, "thresholds must be strictly ascending")
+            if warps & (warps - 1) or warps > lim["max_num_warps"]:
+                raise ProfileError(source, where,
+                                   f"num_warps {warps} must be a power of two and at most "
+                                   f"limits.max_num_warps = {lim['max_num_warps']}")
+            prev = block
     if la["max_grid_num"] > min(lim["grid_max"][0], lim["grid_max_product"]):
         raise ProfileError(source, "launch.max_grid_num",
                            f"{la['max_grid_num']} exceeds the grid limit of axis 0 or the product")
@@ -368,12 +374,17 @@ class Profile:
 
     def num_warps_for(self, block: int, dtype: torch.dtype | None = None) -> int:
         """num_warps for a program of ``block`` elements, by the profile's threshold table.
-        With ``dtype`` (what the program computes in), elements are counted in 32-bit
-        registers: a float64 element counts twice, as it takes two."""
+        ``dtype`` is the dtype of the data the program holds (its input): 32-bit and wider
+        data take ``num_warps_by_block_32bit`` where the profile has one, and elements are
+        counted in 32-bit registers (a float64 element counts twice, as it takes two)."""
+        launch = self.data["launch"]
+        table = launch["num_warps_by_block"]
         if dtype is not None:
+            if dtype.itemsize >= 4:
+                table = launch.get("num_warps_by_block_32bit", table)
             block *= max(1, dtype.itemsize // 4)
-        warps = self.data["launch"]["default_num_warps"]
-        for threshold, w in self.data["launch"]["num_warps_by_block"]:
+        warps = launch["default_num_warps"]
+        for threshold, w in table:
             if block >= threshold:
                 warps = w
         return min(warps, self.max_num_warps)
