@@ -104,7 +104,7 @@ def test_helpers_read_the_profile():
     sm90, gfx942, npu = profiles["nvidia-sm90"], profiles["amd-gfx942"], profiles["npu-ascend910b"]
     assert sm90.max_fused_elements(torch.float32) == 65536 // 4
     assert sm90.max_fused_elements(torch.bfloat16) == 65536 // 2
-    assert npu.max_fused_elements(torch.float32) == 32768 // 4
+    assert npu.max_fused_elements(torch.float32) == 16384 // 4
     assert sm90.num_warps_for(64) == 4 and sm90.num_warps_for(32768) == 32
     # 32-bit data take the profile's own table; 16-bit data the general one; float64
     # elements count twice
