@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .grid_stride import block_range
+from .grid_stride import block_range, launch_grid
 from triton_cts.launch import UnsupportedDtypeError, check_inputs, check_same_shape
 from triton_cts.profiles import Profile
 
@@ -77,10 +77,9 @@ def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: t
     if n == 0:
         return  # no launch: a zero grid crashes some backends
     block = profile.elementwise_block(out.dtype, n)
-    blocks = triton.cdiv(n, block)
-    grid = (profile.capped_grid(blocks),)
+    grid, grid_stride = launch_grid(profile, triton.cdiv(n, block))
     kernel[grid](*tensors, out, n, BLOCK_SIZE=block, COMPUTE_FP64=out.dtype == torch.float64,
-                 GRID_STRIDE=grid[0] < blocks, num_warps=profile.num_warps_for(block))
+                 GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(block))
 
 
 def gelu(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:

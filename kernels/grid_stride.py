@@ -1,6 +1,8 @@
-"""The loop every capped-grid kernel runs over its blocks of work."""
+"""The loop every capped-grid kernel runs over its blocks of work, and its launch grid."""
 import triton
 import triton.language as tl
+
+from triton_cts.profiles import Profile
 
 
 @triton.jit
@@ -15,3 +17,10 @@ def block_range(pid, num_blocks, GRID_STRIDE: tl.constexpr):
         return tl.num_programs(0), num_blocks
     else:
         return 1, pid + 1
+
+
+def launch_grid(profile: Profile, blocks: int) -> tuple[tuple[int], bool]:
+    """(grid, GRID_STRIDE) of a launch over ``blocks`` blocks of work: the grid capped at
+    the profile's MAX_GRID_NUM, and whether its programs must then walk several blocks."""
+    programs = profile.capped_grid(blocks)
+    return (programs,), programs < blocks

@@ -12,8 +12,9 @@ when |mean| >> std, and mean(d) restores what rounding mean0 lost. Longer rows t
 tiled kernel, which walks column tiles twice: the sums of d = x - shift and d^2, the shift
 being the mean of the row's first tile, then the normalization (the second pass re-reads
 the row from cache). Neither E[x^2] - E[x]^2 cancellation nor the float32 rounding of a
-large mean reaches y. Every N runs. Options follow FlashAttention's Triton layer norm: rowscale, then dropout,
-then the residual add (prenorm: x' is returned as residual_out); mean and rstd are saved
+large mean reaches y. Every N runs. Options follow FlashAttention's Triton layer norm:
+rowscale, then dropout, then the residual add (prenorm: x' is returned as residual_out);
+mean and rstd are saved
 (float32, float64 for float64 inputs). Dropout draws tl.rand(seed, row * N + col): the
 Philox counter is the element's index, so the mask depends only on (seed, shape) and not
 on the tiling, the grid or the strategy.
@@ -36,7 +37,8 @@ reduces over columns, so the strategies differ in how the row sums are combined:
   so the buffers are in the autotuner's reset_to_zero: it runs every config on the
   caller's buffers.
 - partial: the same fused kernel writes one row of partials per program, at most the
-  profile's partials_per_compute_unit programs per compute unit; a second kernel sums the rows in a fixed order. Bitwise
+  profile's partials_per_compute_unit programs per compute unit; a second kernel sums the
+  rows in a fixed order. Bitwise
   reproducible for a given profile and shape.
 - tiled: for rows beyond half the fused tile (the fused backward holds about twice the
   forward's arrays a column): a dx kernel (two passes over column tiles per row) and a
@@ -63,7 +65,7 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .grid_stride import block_range
+from .grid_stride import block_range, launch_grid
 from triton_cts import launches
 from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
@@ -810,11 +812,10 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     if _fits_fused(n_cols, x.dtype, profile):
         block_n = next_power_of_2(n_cols)
         block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile), profile)
-        blocks = triton.cdiv(n_rows, block_m)
-        grid = (profile.capped_grid(blocks),)
+        grid, grid_stride = launch_grid(profile, triton.cdiv(n_rows, block_m))
         _layer_norm_fwd_fused_kernel[grid](
             *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
-            GRID_STRIDE=grid[0] < blocks,
+            GRID_STRIDE=grid_stride,
             num_warps=profile.num_warps_for(block_m * block_n, x.dtype),
             **flags)
     else:
@@ -1052,7 +1053,8 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     """Deterministic backward: one row of dweight/dbias partials per program (at most the
     profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
     by a second kernel. Bitwise reproducible for a given profile and shape. Rows beyond
-    half the fused tile use the tiled strategy. See :func:`layer_norm_backward` for the arguments."""
+    half the fused tile use the tiled strategy. See :func:`layer_norm_backward` for the
+    arguments."""
     op = "layer_norm_backward_partial"
     p, dropout_scale, done = _start_fused_backward(
         op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,

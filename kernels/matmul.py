@@ -12,7 +12,8 @@ any matrix size launches within axis 0's limit.
 Ragged edges (M, N, K not multiples of the block) are masked, K only where it is ragged
 (EVEN_K); on select-load profiles (SIMD NPUs) masked-off lanes would still be read, so
 offsets are clamped to the last row or column (those rows and columns are computed and
-never stored) and the K tail is zeroed with a select instead. Strides are passed, so transposed or sliced inputs work as they are.
+never stored) and the K tail is zeroed with a select instead. Strides are passed, so
+transposed or sliced inputs work as they are.
 
 fp32 inputs use ``input_precision="tf32"`` only where the profile says the hardware runs
 tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype.
@@ -29,6 +30,7 @@ import triton
 import triton.language as tl
 from triton import knobs
 
+from .grid_stride import block_range
 from triton_cts import launches
 from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile
@@ -64,12 +66,7 @@ def _matmul_kernel(
     # The grid-stride loop only where the grid is capped: the persistent loop around the
     # pipelined K loop and masks along K together cost up to 13% a config on an H200
     # (bf16, 4096^3 and 8192^3)
-    if GRID_STRIDE:
-        step = tl.num_programs(0)
-        stop = num_pid_m * num_pid_n
-    else:
-        step = 1
-        stop = pid + 1
+    step, stop = block_range(pid, num_pid_m * num_pid_n, GRID_STRIDE)
     for tile in range(pid, stop, step):
         # grouped ordering: tile -> (pid_m, pid_n), column-major inside a group of rows
         group_id = tile // num_pid_in_group

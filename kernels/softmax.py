@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .grid_stride import block_range
+from .grid_stride import block_range, launch_grid
 from triton_cts.launch import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
 
@@ -246,11 +246,10 @@ def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile
     common = dict(LOG=log, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(x.dtype))
     if block_n <= max_fused and not online:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, x.dtype)
-        blocks = triton.cdiv(n_rows, block_m)
-        grid = (profile.capped_grid(blocks),)
+        grid, grid_stride = launch_grid(profile, triton.cdiv(n_rows, block_m))
         _softmax_fwd_fused_kernel[grid](
             x2, y, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
-            GRID_STRIDE=grid[0] < blocks,
+            GRID_STRIDE=grid_stride,
             num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **common)
     else:
         block_n = min(block_n, max_fused)
@@ -298,11 +297,10 @@ def _backward(dy: torch.Tensor, y: torch.Tensor, looped: bool, profile: Profile)
     common = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(wide))
     if block_n <= max_fused and not looped:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, wide)
-        blocks = triton.cdiv(n_rows, block_m)
-        grid = (profile.capped_grid(blocks),)
+        grid, grid_stride = launch_grid(profile, triton.cdiv(n_rows, block_m))
         _softmax_bwd_fused_kernel[grid](
             dy2, y2, dx, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
-            GRID_STRIDE=grid[0] < blocks,
+            GRID_STRIDE=grid_stride,
             num_warps=profile.num_warps_for(block_m * block_n, wide), **common)
     else:
         block_n = min(block_n, max_fused)
