@@ -42,7 +42,7 @@ import triton
 import triton.language as tl
 
 from triton_cts.launch import ShapeMismatchError, check_inputs
-from triton_cts.profiles import Profile, next_power_of_2
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -336,15 +336,15 @@ def batch_norm_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.T
     bias = bias.contiguous() if bias is not None else None
 
     block_r, block_c, block_l = _tile_shape(profile, x.dtype, n_batch, n_chan, n_inner)
-    n_tiles_l = triton.cdiv(n_inner, block_l)
-    n_tiles = triton.cdiv(n_batch, block_r) * n_tiles_l
-    n_blocks = triton.cdiv(n_chan, block_c)
+    n_tiles_l = cdiv(n_inner, block_l)
+    n_tiles = cdiv(n_batch, block_r) * n_tiles_l
+    n_blocks = cdiv(n_chan, block_c)
     num_warps = profile.num_warps_for(block_r * block_c * block_l)
     # Split each channel block over enough programs to give every compute unit as many
     # warps as one block may hold (a few channels still fill the device), never into more
     # parts than it has tiles. The partial buffers are sized from that.
     programs = profile.compute_units * max(1, profile.max_num_warps // num_warps)
-    n_splits = max(1, min(n_tiles, triton.cdiv(programs, n_blocks)))
+    n_splits = max(1, min(n_tiles, cdiv(programs, n_blocks)))
     partial = torch.empty((4, n_splits, n_chan), dtype=stat_dtype, device=x.device)
     grid = (profile.capped_grid(n_blocks * n_splits),)
     acc = tl.float64 if stat_dtype == torch.float64 else tl.float32

@@ -16,7 +16,7 @@ import triton.language as tl
 
 from .grid_stride import block_range, launch_grid
 from triton_cts.launch import UnsupportedDtypeError, check_inputs, check_same_shape
-from triton_cts.profiles import Profile
+from triton_cts.profiles import Profile, cdiv
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -77,7 +77,7 @@ def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: t
     if n == 0:
         return  # no launch: a zero grid crashes some backends
     block = profile.elementwise_block(out.dtype, n)
-    grid, grid_stride = launch_grid(profile, triton.cdiv(n, block))
+    grid, grid_stride = launch_grid(profile, cdiv(n, block))
     kernel[grid](*tensors, out, n, BLOCK_SIZE=block, COMPUTE_FP64=out.dtype == torch.float64,
                  GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(block))
 

@@ -68,7 +68,7 @@ from triton import knobs
 from .grid_stride import block_range, launch_grid
 from triton_cts import launches
 from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
-from triton_cts.profiles import Profile, next_power_of_2
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
@@ -474,19 +474,10 @@ def _layer_norm_bwd_fused_kernel(
 
 
 @triton.jit
-def _sum_rows_kernel(
-    PARTIAL,                # pointer to the partial sums [n_partials, N], contiguous
-    OUT,                    # pointer to the column sums [N]
-    n_partials,             # rows of PARTIAL
-    N,                      # columns of PARTIAL
-    BLOCK_P: tl.constexpr,  # partial rows per tile
-    BLOCK_N: tl.constexpr,  # columns per program
-    SELECT_LOADS: tl.constexpr,
-    COMPUTE_FP64: tl.constexpr,
-):
-    pid = tl.program_id(0).to(tl.int64)
+def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
-    for block in range(pid, tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
+    for block in range(program, tl.cdiv(N, BLOCK_N), n_programs):
         cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=acc_ty)
         # a fixed order of additions: the result is the same bits on every run
@@ -495,6 +486,31 @@ def _sum_rows_kernel(
             _, load_offs, mask = _tile_offsets(rows, cols, n_partials, N, SELECT_LOADS)
             acc += _to_acc(_load(PARTIAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
         tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _sum_rows_kernel(
+    PARTIAL,                # pointer to the partial sums [n_partials, N], contiguous
+    OUT,                    # pointer to the column sums [N]
+    PARTIAL_2,              # a second [n_partials, N], like PARTIAL (programs n_programs and up)
+    OUT_2,                  # its column sums [N]
+    n_programs,             # programs per pair: the grid is one or two times this
+    n_partials,             # rows of PARTIAL
+    N,                      # columns of PARTIAL
+    BLOCK_P: tl.constexpr,  # partial rows per tile
+    BLOCK_N: tl.constexpr,  # columns per program
+    SELECT_LOADS: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    # dweight and dbias in one launch (a launch costs more host time than this kernel
+    # runs), split on grid axis 0: NPUs flatten the other axes
+    pid = tl.program_id(0).to(tl.int64)
+    if pid < n_programs:
+        _sum_columns(PARTIAL, OUT, pid, n_programs, n_partials, N, BLOCK_P, BLOCK_N,
+                     SELECT_LOADS, COMPUTE_FP64)
+    else:
+        _sum_columns(PARTIAL_2, OUT_2, pid - n_programs, n_programs, n_partials, N, BLOCK_P,
+                     BLOCK_N, SELECT_LOADS, COMPUTE_FP64)
 
 
 @triton.jit
@@ -678,7 +694,7 @@ def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
     """Rows per tile of the fused kernels when a row is short: rows are added up to
     ``tile`` elements, but no more than leaves every compute unit a row block."""
     fill = max(1, tile // block_n)
-    share = _prev_power_of_2(triton.cdiv(n_rows, profile.compute_units))
+    share = _prev_power_of_2(cdiv(n_rows, profile.compute_units))
     return max(1, min(fill, share))
 
 
@@ -700,8 +716,26 @@ def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
 def _column_block(n_cols: int, profile: Profile) -> int:
     """Columns per program of the column-block kernels: enough programs for every compute
     unit, at least a warp's width of contiguous elements per row."""
-    want = next_power_of_2(triton.cdiv(n_cols, profile.compute_units))
+    want = next_power_of_2(cdiv(n_cols, profile.compute_units))
     return max(1, min(next_power_of_2(n_cols), max(profile.warp_size, want)))
+
+
+def _column_sum_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
+                     profile: Profile) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) of the dweight/dbias kernel. Each program walks every
+    row, so its speed is how many loads are in flight: the profile's measured tile where it
+    has one (on an H200 a 32x32 tile at 8 warps, many programs a SM, took 0.71x the time
+    of the default at bf16 4096x16384), otherwise a column block per compute unit with
+    [BLOCK_M, BLOCK_N] tiles of x, dy and the two sums filling half a row tile."""
+    tile = profile.column_sum_tile
+    if tile is not None:
+        rows, cols, num_warps = tile
+        return (min(rows, next_power_of_2(n_rows)), min(cols, next_power_of_2(n_cols)),
+                num_warps)
+    block_n = _column_block(n_cols, profile)
+    block_m = max(1, min(next_power_of_2(n_rows),
+                         _backward_row_tile(dtype, profile) // block_n))
+    return block_m, block_n, profile.num_warps_for(2 * block_m * block_n, dtype)
 
 
 def _check_vector(op: str, name: str, t: torch.Tensor | None, n: int) -> None:
@@ -812,7 +846,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     if _fits_fused(n_cols, x.dtype, profile):
         block_n = next_power_of_2(n_cols)
         block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile), profile)
-        grid, grid_stride = launch_grid(profile, triton.cdiv(n_rows, block_m))
+        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
         _layer_norm_fwd_fused_kernel[grid](
             *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
             GRID_STRIDE=grid_stride,
@@ -1024,7 +1058,7 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     db = torch.zeros(n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
     block_n = next_power_of_2(n_cols)
     kernel = _atomic_kernel(profile, _atomic_configs(n_rows, block_n, x.dtype, profile))
-    grid = lambda meta: (profile.capped_grid(triton.cdiv(n_rows, meta["ROWS_PER_PROGRAM"])),)
+    grid = lambda meta: (profile.capped_grid(cdiv(n_rows, meta["ROWS_PER_PROGRAM"])),)
     kernel[grid](*_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
                  BLOCK_N=block_n, ATOMIC=True, SLICE_BROADCAST=profile.slice_broadcast,
                  **p.flags)
@@ -1034,14 +1068,18 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     return _grads(p)
 
 
-def _sum_partials(partial: torch.Tensor, out: torch.Tensor, profile: Profile) -> None:
+def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profile) -> None:
+    """Column sums of one or two (partial [n_partials, N], out [N]) pairs, in one launch."""
+    partial, out = pairs[0]
+    partial_2, out_2 = pairs[-1]
     n_partials, n_cols = partial.shape
     block_n = _column_block(n_cols, profile)
     block_p = max(1, min(next_power_of_2(n_partials),
                          profile.max_fused_elements(partial.dtype) // block_n))
-    grid = (profile.capped_grid(triton.cdiv(n_cols, block_n)),)
-    _sum_rows_kernel[grid](partial, out, n_partials, n_cols, BLOCK_P=block_p, BLOCK_N=block_n,
-                           SELECT_LOADS=profile.select_loads,
+    n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // len(pairs)))
+    grid = (n_programs * len(pairs),)
+    _sum_rows_kernel[grid](partial, out, partial_2, out_2, n_programs, n_partials, n_cols,
+                           BLOCK_P=block_p, BLOCK_N=block_n, SELECT_LOADS=profile.select_loads,
                            COMPUTE_FP64=partial.dtype == torch.float64,
                            num_warps=profile.num_warps_for(block_p * block_n, partial.dtype))
 
@@ -1068,7 +1106,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     # a few programs per compute unit: one (the source article's rule) left an H200's SMs
     # with too few warps in flight to hide memory latency
     partials = profile.compute_units * profile.partials_per_compute_unit
-    programs = profile.capped_grid(min(partials, triton.cdiv(n_rows, block_m)))
+    programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
     dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
     db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
     _layer_norm_bwd_fused_kernel[(programs,)](
@@ -1076,9 +1114,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
         n_rows, n_cols, *dropout_scale, ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, SLICE_BROADCAST=profile.slice_broadcast,
         num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **p.flags)
-    _sum_partials(dw, p.dweight, profile)
-    if db is not None:
-        _sum_partials(db, p.dbias, profile)
+    _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
     return _grads(p)
 
 
@@ -1091,17 +1127,14 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     _layer_norm_bwd_dx_tiled_kernel[(profile.capped_grid(n_rows),)](
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         num_warps=num_warps, **flags)
-    # [BLOCK_M, BLOCK_N] tiles of x and dy and two sums of that size: half a row tile
-    block_n = _column_block(n_cols, profile)
-    block_m = max(1, min(next_power_of_2(n_rows),
-                         _backward_row_tile(dtype, profile) // block_n))
-    _layer_norm_bwd_dwdb_kernel[(profile.capped_grid(triton.cdiv(n_cols, block_n)),)](
+    block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
+    _layer_norm_bwd_dwdb_kernel[(profile.capped_grid(cdiv(n_cols, block_n)),)](
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
         p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
         BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
         HAS_BIAS=p.dbias is not None, SELECT_LOADS=profile.select_loads,
         SLICE_BROADCAST=profile.slice_broadcast, COMPUTE_FP64=p.flags["COMPUTE_FP64"],
-        num_warps=profile.num_warps_for(2 * block_m * block_n, dtype))
+        num_warps=num_warps)
     return _grads(p)
 
 

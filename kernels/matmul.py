@@ -33,7 +33,7 @@ from triton import knobs
 from .grid_stride import block_range
 from triton_cts import launches
 from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
-from triton_cts.profiles import Profile
+from triton_cts.profiles import Profile, cdiv
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -161,8 +161,8 @@ def _shared_prune(shared_bytes: int):
 
 
 def _tiles(meta) -> int:
-    return (triton.cdiv(meta["M"], meta["BLOCK_SIZE_M"])
-            * triton.cdiv(meta["N"], meta["BLOCK_SIZE_N"]))
+    return (cdiv(meta["M"], meta["BLOCK_SIZE_M"])
+            * cdiv(meta["N"], meta["BLOCK_SIZE_N"]))
 
 
 _AUTOTUNED: dict = {}

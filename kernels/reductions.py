@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from triton_cts.launch import UnsupportedDtypeError, check_inputs
-from triton_cts.profiles import Profile, next_power_of_2
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_DTYPES = FLOATS + (torch.int32, torch.int64)
@@ -373,10 +373,10 @@ def _split_rows(profile: Profile, dtype: torch.dtype, M: int, N: int) -> tuple[i
     """(BLOCK_N, n_chunks, chunk_size) for rows too long for one block: enough chunks that
     every compute unit gets a program even when there are few rows."""
     block_n = min(profile.elementwise_block(dtype, N), profile.max_fused_elements(dtype))
-    blocks_per_row = triton.cdiv(N, block_n)
-    n_chunks = min(blocks_per_row, max(1, triton.cdiv(profile.compute_units, M)))
-    blocks_per_chunk = triton.cdiv(blocks_per_row, n_chunks)
-    n_chunks = triton.cdiv(blocks_per_row, blocks_per_chunk)
+    blocks_per_row = cdiv(N, block_n)
+    n_chunks = min(blocks_per_row, max(1, cdiv(profile.compute_units, M)))
+    blocks_per_chunk = cdiv(blocks_per_row, n_chunks)
+    n_chunks = cdiv(blocks_per_row, blocks_per_chunk)
     return block_n, n_chunks, blocks_per_chunk * block_n
 
 
@@ -390,7 +390,7 @@ def max_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     common = dict(LOWEST=_lowest(x.dtype), HALF_TO_FP32=x.dtype in (torch.float16, torch.bfloat16),
                   SELECT_LOADS=profile.select_loads)
     block = profile.elementwise_block(x.dtype, n)
-    grid = profile.capped_grid(triton.cdiv(n, block))
+    grid = profile.capped_grid(cdiv(n, block))
     out = torch.empty((), dtype=x.dtype, device=x.device)
     # stage 1: one partial per program (the result itself when one program suffices);
     # partials stay in x's dtype, which is exact for max
@@ -427,7 +427,7 @@ def max_all_atomic(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     acc = torch.full((1,), _lowest(acc_dtype), dtype=acc_dtype, device=x.device)
     nan_flag = torch.zeros(1, dtype=torch.int32, device=x.device)
     block = profile.elementwise_block(x.dtype, n)
-    grid = profile.capped_grid(triton.cdiv(n, block))
+    grid = profile.capped_grid(cdiv(n, block))
     _max_all_atomic_kernel[(grid,)](
         x, acc, nan_flag, n, grid,
         LOWEST=_lowest(acc_dtype), BLOCK_SIZE=block, HALF_TO_FP32=half, IS_FLOAT=is_float,
@@ -457,7 +457,7 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
         # whole rows per block; several rows per program when rows are short
         block_n = next_power_of_2(N)
         block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
-        grid = profile.capped_grid(triton.cdiv(M, block_m))
+        grid = profile.capped_grid(cdiv(M, block_m))
         _max_dim_rows_kernel[(grid,)](
             x2, values, indices, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
             num_warps=profile.num_warps_for(block_m * block_n), **common)
@@ -492,7 +492,7 @@ def prod_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     fp64 = x.dtype == torch.float64
     acc_dtype = torch.float64 if fp64 else torch.float32
     block = profile.elementwise_block(x.dtype, n)
-    grid = profile.capped_grid(triton.cdiv(n, block))
+    grid = profile.capped_grid(cdiv(n, block))
     # stage 1: one partial product per program, kept in the accumulation dtype
     partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=acc_dtype, device=x.device)
     _prod_all_kernel[(grid,)](x, partials, n, BLOCK_SIZE=block, COMPUTE_FP64=fp64,
@@ -522,7 +522,7 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     if N <= profile.max_fused_elements(x.dtype):
         block_n = next_power_of_2(N)
         block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
-        grid = profile.capped_grid(triton.cdiv(M, block_m))
+        grid = profile.capped_grid(cdiv(M, block_m))
         _prod_dim_rows_kernel[(grid,)](
             x2, out, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
             num_warps=profile.num_warps_for(block_m * block_n), **common)

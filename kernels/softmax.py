@@ -32,7 +32,7 @@ import triton.language as tl
 
 from .grid_stride import block_range, launch_grid
 from triton_cts.launch import ShapeMismatchError, check_inputs
-from triton_cts.profiles import Profile, next_power_of_2
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -229,7 +229,7 @@ def _fused_rows(profile: Profile, max_fused: int, n_rows: int, block_n: int, dty
     row stack (larger tiles measured slower on GPUs), within ``max_fused`` elements, and
     never so many that some compute unit gets no program."""
     by_size = max(1, min(max_fused, profile.row_stack_elements(dtype)) // block_n)
-    per_unit = max(1, triton.cdiv(n_rows, profile.compute_units))
+    per_unit = max(1, cdiv(n_rows, profile.compute_units))
     by_units = 1 << (per_unit.bit_length() - 1)  # round down: keep >= compute_units programs
     return max(1, min(by_size, by_units))
 
@@ -246,7 +246,7 @@ def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile
     common = dict(LOG=log, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(x.dtype))
     if block_n <= max_fused and not online:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, x.dtype)
-        grid, grid_stride = launch_grid(profile, triton.cdiv(n_rows, block_m))
+        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
         _softmax_fwd_fused_kernel[grid](
             x2, y, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
             GRID_STRIDE=grid_stride,
@@ -297,7 +297,7 @@ def _backward(dy: torch.Tensor, y: torch.Tensor, looped: bool, profile: Profile)
     common = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(wide))
     if block_n <= max_fused and not looped:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, wide)
-        grid, grid_stride = launch_grid(profile, triton.cdiv(n_rows, block_m))
+        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
         _softmax_bwd_fused_kernel[grid](
             dy2, y2, dx, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
             GRID_STRIDE=grid_stride,

@@ -5,6 +5,8 @@ from typing import Iterable
 
 import torch
 
+from triton_cts import launches
+from triton_cts.modes import cpu_tensors_allowed
 from triton_cts.profiles import Profile
 
 
@@ -23,9 +25,6 @@ class WrongDeviceError(ValueError):
 def check_inputs(op: str, profile: Profile, dtypes: Iterable[torch.dtype],
                  **tensors: torch.Tensor | None) -> None:
     """Every named tensor: a tensor, on one usable device, of a dtype the op and profile support."""
-    from triton_cts import launches
-    from triton_cts.modes import cpu_tensors_allowed
-
     dtypes = tuple(dtypes)
     devices = set()
     for name, t in tensors.items():

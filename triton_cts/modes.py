@@ -12,6 +12,7 @@ import enum
 from typing import Any, Callable
 
 import torch
+from triton import knobs
 
 from triton_cts import launches
 from triton_cts.profiles import Profile
@@ -135,5 +136,4 @@ def _to_cpu(out):
 
 def cpu_tensors_allowed() -> bool:
     """Launchers accept CPU tensors only while interpreting or capturing for compile."""
-    from triton import knobs
     return bool(knobs.runtime.interpret) or launches.capturing()

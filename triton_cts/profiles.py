@@ -139,6 +139,10 @@ SCHEMA: dict[str, Any] = {
             _is_threshold_table,
             "a list of [min_block_elements, num_warps] pairs, ascending (programs holding "
             "32-bit or wider data; num_warps_by_block where absent)", required=False),
+        "column_sum_tile": Field(
+            lambda v: _is_list_of(_is_pow2)(v) and len(v) == 3,
+            "a list of 3 powers of two: [rows, columns, num_warps] of a program that sums "
+            "columns over rows", required=False),
     },
     "io": {
         "load": Field(_one_of(*LOAD_STRATEGIES), f"one of {LOAD_STRATEGIES}"),
@@ -234,6 +238,10 @@ def _check_consistency(d: dict, source: str) -> None:
                                    f"num_warps {warps} must be a power of two and at most "
                                    f"limits.max_num_warps = {lim['max_num_warps']}")
             prev = block
+    if "column_sum_tile" in la and la["column_sum_tile"][2] > lim["max_num_warps"]:
+        raise ProfileError(source, "launch.column_sum_tile[2]",
+                           f"num_warps {la['column_sum_tile'][2]} exceeds "
+                           f"limits.max_num_warps = {lim['max_num_warps']}")
     if la["max_grid_num"] > min(lim["grid_max"][0], lim["grid_max_product"]):
         raise ProfileError(source, "launch.max_grid_num",
                            f"{la['max_grid_num']} exceeds the grid limit of axis 0 or the product")
@@ -283,6 +291,12 @@ def _check_consistency(d: dict, source: str) -> None:
 # --------------------------------------------------------------------------------------
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of ints, for launchers: ``triton.cdiv`` is a constexpr function
+    whose host-side call costs a few microseconds, several times per launch."""
+    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -388,6 +402,14 @@ class Profile:
             if block >= threshold:
                 warps = w
         return min(warps, self.max_num_warps)
+
+    @property
+    def column_sum_tile(self) -> tuple[int, int, int] | None:
+        """(rows, columns, num_warps) of a program that sums a column block over all rows
+        (the layer-norm dweight/dbias kernel), where the profile measured one; None where
+        the launcher sizes the tile itself."""
+        tile = self.data["launch"].get("column_sum_tile")
+        return None if tile is None else tuple(tile)
 
     def capped_grid(self, programs: int) -> int:
         """Programs to launch for ``programs`` units of work: launchers loop inside above it."""
