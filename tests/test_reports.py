@@ -1,6 +1,7 @@
 """Unit tests of the results model and the report commands: status mapping, expectation
 matching, shards, merge, diff, malformed inputs."""
 import json
+import subprocess
 
 import pytest
 
@@ -270,3 +271,20 @@ def test_bundled_example_expectation_file_loads():
 
     entries = load_expectations(CHECKOUT / "expectations" / "example.toml")
     assert entries and all(e.reason and e.link for e in entries)
+
+
+def test_git_commit_marks_an_uncommitted_tree(tmp_path, monkeypatch):
+    from triton_cts import reporting
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                        *args], check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("a")
+    git("add", "f.txt")
+    git("commit", "-q", "-m", "one")
+    monkeypatch.setattr(reporting, "CHECKOUT", tmp_path)
+    head = reporting._git_commit()
+    assert head is not None and len(head) == 40 and "+" not in head
+    (tmp_path / "f.txt").write_text("b")
+    assert reporting._git_commit() == head + "+dirty"

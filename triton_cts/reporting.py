@@ -273,12 +273,17 @@ def _version(module: str) -> str | None:
 
 
 def _git_commit() -> str | None:
+    """HEAD of the checkout, with '+dirty' when tracked files differ from it: a report
+    from an uncommitted tree must not pass for one of HEAD."""
+    git = ["git", "-C", str(CHECKOUT)]
     try:
-        out = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = head and subprocess.run([*git, "diff", "--quiet", "HEAD", "--"],
+                                        capture_output=True, timeout=30).returncode == 1
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return (head + "+dirty" if dirty else head) or None
 
 
 def _driver(device) -> str | None:
