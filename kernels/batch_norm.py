@@ -280,10 +280,13 @@ def _tile_shape(profile: Profile, dtype: torch.dtype, n_batch: int, n_chan: int,
                 n_inner: int) -> tuple[int, int, int]:
     """(BLOCK_R, BLOCK_C, BLOCK_L) within one streaming block (the profile's elementwise
     block): L first (contiguous), what is left shared between channels and rows, rows
-    taking the larger half, and channels whatever rows cannot use."""
+    taking the larger half, and channels whatever rows cannot use. Where the profile pads
+    a tile's innermost rows (tile_row_min_bytes), a narrow L costs the padded bytes:
+    [N, C] inputs (L = 1) overflowed the NPU's unified buffer otherwise."""
     block = profile.elementwise_block(dtype)
     block_l = min(next_power_of_2(n_inner), block)
-    left = block // block_l
+    row_bytes = max(block_l * dtype.itemsize, profile.tile_row_min_bytes)
+    left = max(1, block * dtype.itemsize // row_bytes)
     block_c = min(next_power_of_2(n_chan), 1 << ((left.bit_length() - 1) // 2))
     block_r = min(next_power_of_2(n_batch), left // block_c)
     block_c = min(next_power_of_2(n_chan), left // block_r)

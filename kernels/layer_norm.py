@@ -173,7 +173,7 @@ def _load_row_constants(PTR, rows, n_rows, SELECT_LOADS: tl.constexpr,
 
 @triton.jit
 def _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask, rowscale,
-                   dropout_p, dropout_scale, seed,
+                   dropout_p, dropout_scale, seed, RNG_32BIT: tl.constexpr,
                    HAS_ROWSCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
                    STORE_DROPOUT_MASK: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    STORE_RESIDUAL_OUT: tl.constexpr, SELECT_LOADS: tl.constexpr,
@@ -185,7 +185,10 @@ def _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mas
     if HAS_DROPOUT:
         # the Philox counter is the element index: same mask for every tiling and grid;
         # compared in float32 everywhere (the interpreter passes float arguments as float64)
-        keep = tl.rand(seed, offs) > (tl.zeros([], dtype=tl.float32) + dropout_p)
+        # (RNG_32BIT: a 32-bit counter, for backends without 64-bit Philox; it wraps
+        # every 2^32 elements)
+        counter = offs.to(tl.int32) if RNG_32BIT else offs
+        keep = tl.rand(seed, counter) > (tl.zeros([], dtype=tl.float32) + dropout_p)
         x = tl.where(keep, x * dropout_scale, 0.0)
         if STORE_DROPOUT_MASK:
             tl.store(DROPOUT_MASK + offs, keep, mask=mask)
@@ -247,10 +250,12 @@ def _layer_norm_fwd_fused_kernel(
     HAS_ROWSCALE: tl.constexpr,
     HAS_DROPOUT: tl.constexpr,
     STORE_DROPOUT_MASK: tl.constexpr,
+    RNG_32BIT: tl.constexpr,    # 32-bit Philox counters (the profile's rng_counter_bits)
     SELECT_LOADS: tl.constexpr,
     SLICE_BROADCAST: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
     GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
+    PAIRED_SUMS: tl.constexpr,  # both sums in one tl.reduce (where the backend lowers it)
 ):
     pid = tl.program_id(0).to(tl.int64)  # int64 row offsets past 2^31 elements
     dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
@@ -269,7 +274,7 @@ def _layer_norm_fwd_fused_kernel(
             rowscale = _to_acc(_load_row_constants(ROWSCALE, rows, n_rows, SELECT_LOADS,
                                                    SLICE_BROADCAST), COMPUTE_FP64)
         x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
-                           rowscale, dropout_p, dropout_scale, seed, HAS_ROWSCALE,
+                           rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
                            HAS_DROPOUT, STORE_DROPOUT_MASK, HAS_RESIDUAL, STORE_RESIDUAL_OUT,
                            SELECT_LOADS, COMPUTE_FP64)
         row_mask = rows < n_rows
@@ -282,7 +287,11 @@ def _layer_norm_fwd_fused_kernel(
             # var = E[d^2] - mean(d)^2 cancels nothing. Both sums in one reduction.
             mean0 = tl.sum(x, axis=1, keep_dims=True) / N
             d = tl.where(mask, x - mean0, 0.0)
-            sum_d, sum_dd = tl.reduce((d, d * d), 1, _add_pair, keep_dims=True)
+            if PAIRED_SUMS:
+                sum_d, sum_dd = tl.reduce((d, d * d), 1, _add_pair, keep_dims=True)
+            else:
+                sum_d = tl.sum(d, axis=1, keep_dims=True)
+                sum_dd = tl.sum(d * d, axis=1, keep_dims=True)
             mean_d = sum_d / N
             xc = tl.where(mask, d - mean_d, 0.0)
             # a row with inf or NaN: mean_d is NaN, the plain mean0 is what sum / N gives
@@ -312,6 +321,7 @@ def _layer_norm_fwd_tiled_kernel(
     HAS_ROWSCALE: tl.constexpr,
     HAS_DROPOUT: tl.constexpr,
     STORE_DROPOUT_MASK: tl.constexpr,
+    RNG_32BIT: tl.constexpr,    # 32-bit Philox counters (the profile's rng_counter_bits)
     SELECT_LOADS: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
 ):
@@ -332,7 +342,7 @@ def _layer_norm_fwd_tiled_kernel(
             cols = tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
             x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
-                               rowscale, dropout_p, dropout_scale, seed, HAS_ROWSCALE,
+                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
                                HAS_DROPOUT, False, HAS_RESIDUAL, False, SELECT_LOADS,
                                COMPUTE_FP64)
             shift = tl.sum(x, axis=0) / tl.minimum(N, BLOCK_N)
@@ -344,7 +354,7 @@ def _layer_norm_fwd_tiled_kernel(
             cols = start + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
             x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
-                               rowscale, dropout_p, dropout_scale, seed, HAS_ROWSCALE,
+                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
                                HAS_DROPOUT, STORE_DROPOUT_MASK, HAS_RESIDUAL,
                                STORE_RESIDUAL_OUT, SELECT_LOADS, COMPUTE_FP64)
             if IS_RMS:
@@ -371,7 +381,7 @@ def _layer_norm_fwd_tiled_kernel(
             cols = start + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
             x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
-                               rowscale, dropout_p, dropout_scale, seed, HAS_ROWSCALE,
+                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
                                HAS_DROPOUT, False, HAS_RESIDUAL, False, SELECT_LOADS,
                                COMPUTE_FP64)
             _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
@@ -660,8 +670,17 @@ def _row_tile(dtype: torch.dtype, profile: Profile) -> int:
     return profile.max_fused_elements(_acc_dtype(dtype))
 
 
-def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
-    return n_cols <= _row_tile(dtype, profile)
+def _forward_row_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
+    """Most elements a fused forward program holds: the row tile, half of it with dropout,
+    whose Philox rounds keep about as many 32-bit words live again (one 4096-column float32
+    row with dropout needed 278560 bytes of the NPU's 196608-byte unified buffer, bishengir
+    UB check, triton-ascend 3.2; without dropout it fits)."""
+    tile = _row_tile(dtype, profile)
+    return max(1, tile // 2) if dropout else tile
+
+
+def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile, dropout: bool) -> bool:
+    return n_cols <= _forward_row_tile(dtype, profile, dropout)
 
 
 def _backward_row_tile(dtype: torch.dtype, profile: Profile) -> int:
@@ -698,11 +717,12 @@ def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
     return max(1, min(fill, share))
 
 
-def _forward_tile(dtype: torch.dtype, profile: Profile) -> int:
+def _forward_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
     # short rows stack up to the profile's row stack, longer ones get a program each:
     # many small programs hide memory latency better than few wide ones (on an H200, one
     # 1024-column row per program ran 25-39% faster than stacking rows up to the fused tile)
-    return profile.row_stack_elements(dtype)
+    stack = profile.row_stack_elements(dtype)
+    return min(stack, _forward_row_tile(dtype, profile, True)) if dropout else stack
 
 
 def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
@@ -842,14 +862,16 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     flags = dict(IS_RMS=rms, HAS_BIAS=b is not None, HAS_RESIDUAL=res2 is not None,
                  STORE_RESIDUAL_OUT=residual_out is not None, HAS_ROWSCALE=scale2 is not None,
                  HAS_DROPOUT=has_dropout, STORE_DROPOUT_MASK=dropout_mask is not None,
+                 RNG_32BIT=profile.rng_counter_bits == 32,
                  SELECT_LOADS=profile.select_loads, COMPUTE_FP64=x.dtype == torch.float64)
-    if _fits_fused(n_cols, x.dtype, profile):
+    if _fits_fused(n_cols, x.dtype, profile, has_dropout):
         block_n = next_power_of_2(n_cols)
-        block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile), profile)
+        block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile, has_dropout),
+                             profile)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
         _layer_norm_fwd_fused_kernel[grid](
             *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
-            GRID_STRIDE=grid_stride,
+            GRID_STRIDE=grid_stride, PAIRED_SUMS=profile.multi_operand_reduce,
             num_warps=profile.num_warps_for(block_m * block_n, x.dtype),
             **flags)
     else:

@@ -48,6 +48,8 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
      "launch.num_warps_by_block[1]", "ascending"),
     (lambda d: d["launch"].update(num_warps_by_block_32bit=[[8192, 12]]),
      "launch.num_warps_by_block_32bit[0]", "power of two"),
+    (lambda d: d["target"].update(multi_operand_reduce="no"), "target.multi_operand_reduce",
+     "true or false"),
     (lambda d: d["launch"].update(column_sum_tile=[32, 32]), "launch.column_sum_tile",
      "a list of 3 powers of two"),
     (lambda d: d["launch"].update(column_sum_tile=[32, 32, 64]),

@@ -109,6 +109,13 @@ SCHEMA: dict[str, Any] = {
         "arch": Field(lambda v: _is_pos_int(v) or _is_str(v),
                       "an int (CUDA compute capability, e.g. 90) or a string (e.g. 'gfx942')"),
         "warp_size": Field(_is_pow2, "a power of two (threads per warp or wavefront)"),
+        "rng_counter_bits": Field(
+            _one_of(32, 64), "32 or 64 (the widest Philox counter tl.rand lowers to; 64 "
+            "where absent)", required=False),
+        "multi_operand_reduce": Field(
+            lambda v: isinstance(v, bool),
+            "true or false (whether the backend lowers a tl.reduce over a tuple of arrays "
+            "in general, beyond the arg-max/min form; true where absent)", required=False),
     },
     "limits": {
         "max_threads_per_block": Field(_is_pos_int, "a positive int"),
@@ -139,6 +146,10 @@ SCHEMA: dict[str, Any] = {
             _is_threshold_table,
             "a list of [min_block_elements, num_warps] pairs, ascending (programs holding "
             "32-bit or wider data; num_warps_by_block where absent)", required=False),
+        "tile_row_min_bytes": Field(
+            lambda v: _is_int(v) and v >= 0,
+            "an int >= 0 (bytes the innermost row of an on-chip tile takes at least; 0 "
+            "where absent)", required=False),
         "column_sum_tile": Field(
             lambda v: _is_list_of(_is_pow2)(v) and len(v) == 3,
             "a list of 3 powers of two: [rows, columns, num_warps] of a program that sums "
@@ -336,6 +347,16 @@ class Profile:
         return self.data["target"]["warp_size"]
 
     @property
+    def rng_counter_bits(self) -> int:
+        """Width of the Philox counters kernels give tl.rand (64 unless the backend lacks it)."""
+        return self.data["target"].get("rng_counter_bits", 64)
+
+    @property
+    def multi_operand_reduce(self) -> bool:
+        """Whether kernels may fuse several sums into one ``tl.reduce`` over a tuple."""
+        return self.data["target"].get("multi_operand_reduce", True)
+
+    @property
     def compute_units(self) -> int:
         return self.data["limits"]["compute_units"]
 
@@ -402,6 +423,12 @@ class Profile:
             if block >= threshold:
                 warps = w
         return min(warps, self.max_num_warps)
+
+    @property
+    def tile_row_min_bytes(self) -> int:
+        """Bytes the innermost row of an on-chip tile occupies at least: a tile whose
+        innermost axis is narrower is padded to it (0: no padding, as in registers)."""
+        return self.data["launch"].get("tile_row_min_bytes", 0)
 
     @property
     def column_sum_tile(self) -> tuple[int, int, int] | None:
