@@ -305,9 +305,11 @@ def next_power_of_2(n: int) -> int:
 
 
 def cdiv(a: int, b: int) -> int:
-    """Ceiling division of ints, for launchers: ``triton.cdiv`` is a constexpr function
-    whose host-side call costs a few microseconds, several times per launch."""
-    return -(-a // b)
+    """Ceiling division of non-negative ints, for launchers: ``triton.cdiv`` is a constexpr
+    function whose host-side call costs a few microseconds, several times per launch.
+    Written as Triton writes it, (a + b - 1) // b: a heuristic or grid may also be handed
+    the interpreter's integer tensors, whose // truncates, and -(-a // b) then gives 0."""
+    return (a + b - 1) // b
 
 
 @dataclass(frozen=True)
