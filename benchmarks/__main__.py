@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     from benchmarks import cases
     from triton_cts import adapters
     from triton_cts.profiles import load_profiles
-    from triton_cts.vendors import attached_device, match_device
+    from triton_cts.profiles.vendor_selection import attached_device, match_device
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--op", action="append", choices=(*cases.MEMORY_OPS, "matmul"))

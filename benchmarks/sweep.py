@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     from benchmarks import cases
     from benchmarks.__main__ import measured_copy_gbs
     from triton_cts.profiles import ProfileError, load_profiles
-    from triton_cts.vendors import attached_device, match_device
+    from triton_cts.profiles.vendor_selection import attached_device, match_device
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from .grid_stride import block_range, launch_grid
-from triton_cts.launch import UnsupportedDtypeError, check_inputs, check_same_shape
+from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs, check_same_shape
 from triton_cts.profiles import Profile, cdiv
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

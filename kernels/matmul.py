@@ -31,8 +31,9 @@ import triton.language as tl
 from triton import knobs
 
 from .grid_stride import block_range
-from triton_cts import launches
-from triton_cts.launch import ShapeMismatchError, UnsupportedDtypeError, check_inputs
+from triton_cts.execution import launches
+from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
+                                               check_inputs)
 from triton_cts.profiles import Profile, cdiv
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -137,14 +138,6 @@ def _to_config(table: dict[str, int]) -> triton.Config:
     return triton.Config(table, **options)
 
 
-def _bench(kernel_call, quantiles=None, **kwargs):
-    """Time a config on a device; without one (interpreter, captured launches) run it once."""
-    if knobs.runtime.interpret or launches.capturing():
-        kernel_call()
-        return [0.0] * len(quantiles) if quantiles else 0.0
-    return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
-
-
 def _shared_prune(shared_bytes: int):
     """Drop configs whose pipelined A and B tiles (num_stages copies) exceed shared memory;
     keep the smallest one if none fits, so tuning always has a candidate."""
@@ -179,7 +172,7 @@ def _autotuned_kernel(profile: Profile):
         "EVEN_K": lambda a: a["K"] % a["BLOCK_SIZE_K"] == 0,
     }
     make = lambda: triton.autotune(  # noqa: E731
-        configs=configs, key=["M", "N", "K"], do_bench=_bench,
+        configs=configs, key=["M", "N", "K"], do_bench=launches.autotune_timer,
         prune_configs_by={"early_config_prune": _shared_prune(shared)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
     if launches.capturing():

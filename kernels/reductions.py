@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_cts.launch import UnsupportedDtypeError, check_inputs
+from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

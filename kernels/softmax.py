@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from .grid_stride import block_range, launch_grid
-from triton_cts.launch import ShapeMismatchError, check_inputs
+from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -9,8 +9,8 @@ from tabulate import tabulate
 
 from reports.diff import diff
 from reports.merge import merge
-from triton_cts.results import (ReportError, atomic_write, conforms, dump_report, load_report,
-                                summary_table, verdict)
+from triton_cts.results.records import conforms, summary_table, verdict
+from triton_cts.results.report_io import ReportError, atomic_write, dump_report, load_report
 
 
 def cmd_merge(args) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from triton_cts.results import Status
+from triton_cts.results.status import Status
 
 #: A compile stat whose name matches is worse when it grows (registers, spills, memory,
 #: time) or, for occupancy, when it shrinks.

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import jinja2
 
-from triton_cts.results import Status, conforms, matrix, verdict
+from triton_cts.results.records import conforms, matrix, verdict
+from triton_cts.results.status import Status
 
 TEMPLATES = Path(__file__).parent / "templates"
 COLOURS = {  # background per status; the matrix cell takes its worst status's colour

@@ -1,7 +1,7 @@
 """Join shard reports into one; shards must come from the same environment."""
 from __future__ import annotations
 
-from triton_cts.results import ReportError, document
+from triton_cts.results.report_io import ReportError, document
 
 #: Environment fields that must agree between shards (the schema is checked on load).
 MUST_AGREE = ("triton", "torch")

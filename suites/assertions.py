@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from triton_cts.tolerances import tolerance
+from triton_cts.ops.tolerances import tolerance
 
 
 def as_outputs(value) -> tuple:

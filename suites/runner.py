@@ -16,7 +16,7 @@ import weakref
 
 import torch
 
-from triton_cts.modes import Mode, execute
+from triton_cts.execution.modes import Mode, execute
 
 def _largest_block_bytes() -> int:
     """The largest block any bundled profile lets a program hold (MAX_FUSED_SIZE)."""
@@ -139,7 +139,7 @@ def upcast(value):
 def clone_args(args):
     """Copies that keep each tensor's strides, gaps included (``clone`` compacts views
     with gaps, which would hide a kernel that ignores strides)."""
-    from triton_cts.modes import copy_with_layout
+    from triton_cts.execution.modes import copy_with_layout
     return tuple(copy_with_layout(a, a.device) if isinstance(a, torch.Tensor) else a
                  for a in args)
 
@@ -150,8 +150,8 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
     declines a dtype with :class:`UnsupportedDtypeError` (an atomic the profile lacks for
     it, say) makes the check not supported, with its message as the reason."""
     import pytest
-    from triton_cts.launch import UnsupportedDtypeError
-    from triton_cts.plugin import NOT_SUPPORTED
+    from triton_cts.execution.input_checks import UnsupportedDtypeError
+    from triton_cts.results.status import NOT_SUPPORTED
 
     fn = target.impl.load()
     profile = profile or target.profile
@@ -164,7 +164,7 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
     except UnsupportedDtypeError as exc:
         pytest.skip(NOT_SUPPORTED + str(exc))
     except Exception as exc:
-        from triton_cts.interpreter_defects import known_defect
+        from triton_cts.execution.interpreter_defects import known_defect
         why = known_defect(exc) if target.mode is Mode.INTERPRETER else None
         if why is None:
             raise
@@ -237,7 +237,7 @@ def value_kinds(target, dtype, record_property, kinds=None) -> tuple[str, ...]:
     unjudgeable; each one left out is recorded on the check so the report says what was
     not tested."""
     from suites.strategies import VALUE_KINDS
-    from triton_cts import interpreter_defects
+    from triton_cts.execution import interpreter_defects
 
     kinds = VALUE_KINDS if kinds is None else kinds
     if target.mode is not Mode.INTERPRETER:

@@ -12,7 +12,7 @@ import torch
 from hypothesis import strategies as st
 
 from triton_cts.profiles import Profile
-from triton_cts.registry import OpSpec
+from triton_cts.ops.spec import OpSpec
 
 MAX_NUMEL = int(os.environ.get("TRITON_CTS_MAX_NUMEL", 1 << 11))
 #: Derived profiles have tiny blocks, so the same tensor takes many more loop steps.

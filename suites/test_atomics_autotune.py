@@ -28,11 +28,12 @@ from hypothesis.errors import Unsatisfiable
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
-from triton_cts import launches
-from triton_cts.autotune_probe import atomic_updates, observe_autotuning
-from triton_cts.launch import UnsupportedDtypeError
-from triton_cts.modes import Mode, execute
-from triton_cts.plugin import NOT_SUPPORTED, dtype_gap
+from triton_cts.execution import launches
+from triton_cts.execution.autotune_probe import atomic_updates, observe_autotuning
+from triton_cts.execution.input_checks import UnsupportedDtypeError
+from triton_cts.execution.modes import Mode, execute
+from triton_cts.results.status import NOT_SUPPORTED
+from triton_cts.targets import dtype_gap
 
 #: Runs compared by the variation and accumulation checks.
 RUNS = 3

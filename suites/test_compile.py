@@ -10,10 +10,10 @@ the test as ``compile_stats`` properties:
 - registers, spills or shared memory changed beyond the golden thresholds for this Triton
   version (``suites/golden/``): failure with old and new numbers; no golden entry: warning.
 
-Every kernel's TTIR also goes through the IO lint (``triton_cts/npu_lint.py``) with the
+Every kernel's TTIR also goes through the IO lint (``triton_cts/toolchains/npu_lint.py``) with the
 profile's rules; for select-load profiles (SIMD NPUs) the lint is the upstream half of
 the check (lowering with triton-ascend and ``bishengir-compile`` is reported as not
-supported, with the reason: see triton_cts/npu_toolchain.py).
+supported, with the reason: see triton_cts/toolchains/npu_toolchain.py).
 """
 import warnings
 
@@ -22,10 +22,10 @@ import torch
 
 from suites import runner
 from suites import strategies as hh
-from triton_cts import golden, npu_lint, npu_toolchain
-from triton_cts.cross_compile import (CompileQualityWarning, compile_launch, every_autotune_config,
-                                      use_project_cache)
-from triton_cts.plugin import NOT_SUPPORTED
+from triton_cts.toolchains import golden, npu_lint, npu_toolchain
+from triton_cts.toolchains.cross_compile import (CompileQualityWarning, compile_launch,
+                                                 every_autotune_config, use_project_cache)
+from triton_cts.results.status import NOT_SUPPORTED
 
 use_project_cache()
 
@@ -110,7 +110,7 @@ def test_compiles_within_limits(target, repro, record_property):
 def _check_npu(target, repro, problems, launches, record_property=None):
     """The upstream half, the TTIR IO lint, then every launch lowered with triton-ascend
     ("ttadapter": linalg) and checked with bishengir-compile, in their own venv
-    (triton_cts/npu_toolchain.py): a unified-buffer overflow, a verifier error or a
+    (triton_cts/toolchains/npu_toolchain.py): a unified-buffer overflow, a verifier error or a
     lowering error fails; each launch's verdict is recorded in ``compile_stats``. Without
     that venv the lowering is reported as not supported, with how to set it up."""
     for dtype, shape, launch in launches:

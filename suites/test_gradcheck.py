@@ -7,10 +7,11 @@ from hypothesis import given, note, settings, strategies as st
 from torch.autograd.gradcheck import GradcheckError
 
 from suites import strategies as hh
-from triton_cts import launches, loader
-from triton_cts.modes import Mode
-from triton_cts.plugin import NOT_SUPPORTED
-from triton_cts.registry import REFERENCE
+from triton_cts.execution import launches
+from triton_cts.ops import implementation
+from triton_cts.execution.modes import Mode
+from triton_cts.results.status import NOT_SUPPORTED
+from triton_cts.ops.implementation import REFERENCE
 
 #: gradcheck (fast mode: random projections of the Jacobian) still runs the kernels a
 #: few times per input: keep inputs small.
@@ -32,7 +33,7 @@ def test_gradients_match_finite_differences(target, data, repro):
     case = data.draw(hh.cases(target.op, target.profile, torch.float64, MAX_NUMEL,
                               kinds=("normal",)), label="case")
     note(f"case: {case.describe()}")
-    fn = loader.resolve(target.op.autograd)
+    fn = implementation.resolve(target.op.autograd)
     device = "cuda" if target.mode is Mode.DEVICE else "cpu"
     inputs = tuple(a.detach().to(device).requires_grad_() if isinstance(a, torch.Tensor)
                    and a.dtype.is_floating_point else a for a in case.args)

@@ -2,9 +2,9 @@
 that cap their grid still cover every row.
 
 Triton validates no grid, and some grids over the limits launch nothing without an error
-(FIELD-NOTES section 2), so each recorded launch (``triton_cts/launches.py``: plain,
+(FIELD-NOTES section 2), so each recorded launch (``triton_cts/execution/launches.py``: plain,
 autotuned and heuristic kernels, callable grids evaluated) is held against the profile by
-``triton_cts/grid_check.py``. Edge cases per op: rows (or blocks) at a limit minus one, at
+``triton_cts/execution/grid_check.py``. Edge cases per op: rows (or blocks) at a limit minus one, at
 it and one past it on every limit (MAX_GRID_NUM, each axis), rows far beyond the grid cap
 (outputs are poisoned, so a grid-stride loop that skips rows fails), rows longer than
 MAX_FUSED_SIZE (the fallback path), and empty tensors.
@@ -28,10 +28,11 @@ from hypothesis import given, note, settings, strategies as st
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
-from triton_cts import launches
-from triton_cts.grid_check import empty_grid, grid_violations, launch_violations
-from triton_cts.modes import Mode, execute
-from triton_cts.plugin import NOT_SUPPORTED, dtype_gap, selection
+from triton_cts.execution import launches
+from triton_cts.execution.grid_check import empty_grid, grid_violations, launch_violations
+from triton_cts.execution.modes import Mode, execute
+from triton_cts.results.status import NOT_SUPPORTED
+from triton_cts.targets import dtype_gap, selection
 
 #: Largest tensor drawn for device edge cases (elements), and the size a compile-mode
 #: case may allocate on the CPU when the op cannot run on meta tensors.

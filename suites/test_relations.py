@@ -9,9 +9,10 @@ from suites import assertions as ah
 from suites import relations as rel
 from suites import runner
 from suites import strategies as hh
-from triton_cts.plugin import NOT_SUPPORTED, selection
-from triton_cts.registry import REFERENCE
-from triton_cts.tolerances import tolerance
+from triton_cts.results.status import NOT_SUPPORTED
+from triton_cts.targets import selection
+from triton_cts.ops.implementation import REFERENCE
+from triton_cts.ops.tolerances import tolerance
 
 
 def _sibling(target, op_name, registry):

@@ -15,11 +15,12 @@ import torch
 from suites import assertions as ah
 from suites import runner
 from triton_cts import CHECKOUT, adapters
-from triton_cts.modes import Mode
-from triton_cts.ops import ALL_OPS
-from triton_cts.plugin import CheckTarget
+from triton_cts.execution.modes import Mode
+from triton_cts.ops.catalog import ALL_OPS
+from triton_cts.targets import CheckTarget
 from triton_cts.profiles import load_profiles
-from triton_cts.registry import Implementation, default_registry
+from triton_cts.ops.implementation import Implementation
+from triton_cts.targets import default_registry
 
 FAKE_LIBS = CHECKOUT / "tests" / "fake_libs"
 OPS = {op.name: op for op in ALL_OPS}

@@ -7,10 +7,11 @@ import torch
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
-from triton_cts.modes import Mode
-from triton_cts.plugin import CheckTarget
+from triton_cts.execution.modes import Mode
+from triton_cts.targets import CheckTarget
 from triton_cts.profiles import load_profile
-from triton_cts.registry import Implementation, default_registry
+from triton_cts.ops.implementation import Implementation
+from triton_cts.targets import default_registry
 from tests.helpers import CHECKOUT
 
 

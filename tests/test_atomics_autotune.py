@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 from tests.helpers import run_pytest
-from triton_cts.autotune_probe import atomic_updates, cpu_do_bench, observe_autotuning
+from triton_cts.execution.autotune_probe import atomic_updates, cpu_do_bench, observe_autotuning
 
 SUITE = "suites/test_atomics_autotune.py"
 PLANTED = "tests.planted.atomic_faults"
@@ -50,7 +50,7 @@ def test_atomic_updates_reads_pointer_names():
 
 
 def test_cpu_bench_runs_every_config_and_fresh_cache_retunes():
-    from triton_cts import launches
+    from triton_cts.execution import launches
     tuned = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (2, 4, 8)],
                             key=["n"], reset_to_zero=["OUT"])(_accumulate_kernel)
     x = torch.arange(16, dtype=torch.float32)
@@ -82,10 +82,10 @@ def softmax_refusing_everything(x):
 
 
 def _probe_target(function, mode):
-    from triton_cts.modes import Mode
-    from triton_cts.plugin import CheckTarget
+    from triton_cts.execution.modes import Mode
+    from triton_cts.ops.implementation import Implementation
     from triton_cts.profiles import load_profiles
-    from triton_cts.registry import Implementation, default_registry
+    from triton_cts.targets import CheckTarget, default_registry
     op = default_registry().ops["softmax"]
     impl = Implementation(f"tests.test_atomics_autotune:{function}", "softmax",
                           f"tests.test_atomics_autotune:{function}")
@@ -111,7 +111,7 @@ def test_probe_runs_on_the_device_in_device_mode(monkeypatch):
     one that caches the kernel its first launch compiled would keep what a captured,
     unlaunched call left: in device mode the probe runs the implementation on the device."""
     from suites import test_atomics_autotune as suite
-    from triton_cts.modes import Mode
+    from triton_cts.execution.modes import Mode
 
     modes = []
     monkeypatch.setattr(suite, "execute", lambda fn, mode, *a, **k: modes.append(mode) or [])

@@ -10,11 +10,11 @@ import triton
 
 from tests.helpers import run_pytest
 from tests.planted import compile_faults, npu_io_faults
-from triton_cts import golden, npu_lint, npu_toolchain
-from triton_cts.cross_compile import (CompileQualityWarning, compile_launch, every_autotune_config,
-                                      use_project_cache)
-from triton_cts.launches import Launch
-from triton_cts.modes import Mode, execute, unsupported_reason
+from triton_cts.toolchains import golden, npu_lint, npu_toolchain
+from triton_cts.toolchains.cross_compile import (CompileQualityWarning, compile_launch,
+                                                 every_autotune_config, use_project_cache)
+from triton_cts.execution.launches import Launch
+from triton_cts.execution.modes import Mode, execute, unsupported_reason
 from triton_cts.profiles import load_profiles
 
 use_project_cache()
@@ -167,7 +167,7 @@ def test_compile_suite_fails_over_limit_config_and_warns_on_spills():
     result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
                         "--impl", "matmul=tests.planted.compile_faults:matmul_lds_hog",
                         "--impl", "gelu=tests.planted.compile_faults:gelu_register_hog",
-                        "-W", "ignore::triton_cts.golden.GoldenMissingWarning")
+                        "-W", "ignore::triton_cts.toolchains.golden.GoldenMissingWarning")
     out = result.stdout
     assert result.returncode == 1, out
     assert "1 failed, 1 passed" in out

@@ -22,11 +22,11 @@ from suites import assertions as ah
 from suites import relations as rel
 from suites import runner
 from suites import strategies as hh
-from triton_cts.modes import Mode
-from triton_cts.ops import ALL_OPS
-from triton_cts.plugin import CheckTarget
+from triton_cts.execution.modes import Mode
+from triton_cts.ops.catalog import ALL_OPS
+from triton_cts.targets import CheckTarget
 from triton_cts.profiles import load_profiles
-from triton_cts.registry import Implementation
+from triton_cts.ops.implementation import Implementation
 
 OPS = {op.name: op for op in ALL_OPS}
 SM90 = load_profiles()["nvidia-sm90"]

@@ -7,10 +7,10 @@ import triton
 import triton.language as tl
 
 from tests.helpers import run_pytest
-from triton_cts import launches
-from triton_cts.grid_check import empty_grid, grid_violations
+from triton_cts.execution import launches
+from triton_cts.execution.grid_check import empty_grid, grid_violations
 from triton_cts.profiles import load_profiles
-from triton_cts.results import load_report
+from triton_cts.results.report_io import load_report
 
 SUITE = "suites/test_grid_limits.py"
 PLANTED = "tests.planted.grid_faults"

@@ -3,7 +3,7 @@ detected defect affects are left out of interpreter-mode checks."""
 import torch
 
 from suites import strategies as hh
-from triton_cts import interpreter_defects, launches
+from triton_cts.execution import interpreter_defects, launches
 from triton_cts.profiles import load_profile
 from tests.helpers import CHECKOUT
 from kernels.reductions import max_dim

@@ -6,11 +6,11 @@ import triton.language as tl
 
 from kernels.gelu import gelu
 from kernels.softmax import softmax
-from triton_cts import launches
-from triton_cts.cross_compile import compile_launch
-from triton_cts.launch import UnsupportedDtypeError, WrongDeviceError
-from triton_cts.launches import interpreted, record_launches
-from triton_cts.modes import Mode, execute
+from triton_cts.execution import launches
+from triton_cts.toolchains.cross_compile import compile_launch
+from triton_cts.execution.input_checks import UnsupportedDtypeError, WrongDeviceError
+from triton_cts.execution.launches import interpreted, record_launches
+from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import load_profiles
 
 PROFILES = load_profiles()

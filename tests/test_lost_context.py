@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from triton_cts.lost_context import is_sticky
+from triton_cts.execution.lost_context import is_sticky
 
 CHECKS = '''
 import os

@@ -11,10 +11,10 @@ import triton.language as tl
 from kernels import gelu as gelu_kernels
 from tests.helpers import run_pytest
 from tests.planted import npu_io_faults, npu_ub_faults
-from triton_cts import npu_toolchain
-from triton_cts.cross_compile import use_project_cache
-from triton_cts.launches import Launch
-from triton_cts.modes import Mode, execute
+from triton_cts.toolchains import npu_toolchain
+from triton_cts.toolchains.cross_compile import use_project_cache
+from triton_cts.execution.launches import Launch
+from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import load_profiles
 
 use_project_cache()

@@ -9,11 +9,14 @@ from reports.__main__ import main as reports_main
 from reports.diff import diff
 from reports.html import render
 from reports.merge import merge
-from triton_cts.results import (SCHEMA_VERSION, Expectation, ReportError, Status, atomic_write,
-                                classify_phase, document, expectations_toml, falsifying_example,
-                                is_quality_warning, load_expectations, load_report,
-                                match_expectation, matrix, parse_shard, shard_of,
-                                split_properties, stale_expectations, verdict, worst)
+from triton_cts.results.expectations import (Expectation, expectations_toml, load_expectations,
+                                             match_expectation, parse_shard, shard_of,
+                                             stale_expectations)
+from triton_cts.results.records import matrix, split_properties, verdict
+from triton_cts.results.report_io import (SCHEMA_VERSION, ReportError, atomic_write, document,
+                                          load_report)
+from triton_cts.results.status import (Status, classify_phase, falsifying_example,
+                                       is_quality_warning, worst)
 
 
 # ---- status mapping ----------------------------------------------------------------------
@@ -54,7 +57,7 @@ def test_conformance_and_worst_status():
 
 
 def test_quality_warning_categories():
-    from triton_cts.results import QualityWarning
+    from triton_cts.results.status import QualityWarning
 
     class CompileQualityWarning(UserWarning):  # the compile suite's, matched by name
         pass
@@ -274,7 +277,7 @@ def test_bundled_example_expectation_file_loads():
 
 
 def test_git_commit_marks_an_uncommitted_tree(tmp_path, monkeypatch):
-    from triton_cts import reporting
+    from triton_cts.results import plugin as reporting
 
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",

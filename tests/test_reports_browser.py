@@ -11,7 +11,8 @@ from collections import Counter
 import pytest
 
 from triton_cts import CHECKOUT
-from triton_cts.results import SHORT, Status, document
+from triton_cts.results.report_io import document
+from triton_cts.results.status import SHORT, Status
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "

@@ -10,7 +10,8 @@ import pytest
 
 from tests.helpers import run_pytest
 from triton_cts import CHECKOUT
-from triton_cts.results import load_expectations, load_report
+from triton_cts.results.expectations import load_expectations
+from triton_cts.results.report_io import load_report
 
 GELU = ("--op", "gelu", "--vendor", "nvidia-sm90", "--hypothesis-profile", "ci")
 PLANTED = "gelu=tests.planted.gelu_faults:gelu_wrong_coefficient"

@@ -3,10 +3,11 @@ import warnings
 
 import pytest
 
-from triton_cts.modes import Mode, parse_modes, unsupported_reason
+from triton_cts.execution.modes import Mode, parse_modes, unsupported_reason
 from triton_cts.profiles import load_profiles
-from triton_cts.vendors import (DeviceInfo, UnknownDeviceWarning, UsageError, match_device,
-                                select_profiles)
+from triton_cts.errors import UsageError
+from triton_cts.profiles.vendor_selection import (DeviceInfo, UnknownDeviceWarning, match_device,
+                                                  select_profiles)
 
 PROFILES = load_profiles()
 H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", 90, 32, 132)

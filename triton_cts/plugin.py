@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-from triton_cts import CHECKOUT, lost_context
-from triton_cts.modes import MODE_CHOICES, Mode, parse_modes, unsupported_reason
-from triton_cts.profiles import Profile, ProfileError, load_profiles
-from triton_cts.registry import Implementation, OpSpec, Registry, default_registry
-from triton_cts.vendors import DeviceInfo, UsageError, attached_device, match_device, select_profiles
+from triton_cts.errors import UsageError
+from triton_cts.execution import lost_context
+from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
+from triton_cts.results.status import NOT_SUPPORTED
+from triton_cts.targets import (SELECTION_KEY, CheckTarget, Selection, build_selection, dtype_gap,
+                                selection)
 
-NOT_SUPPORTED = "not supported: "
-pytest_plugins = ["triton_cts.reporting"]  # result records, expectations, shards, reports
+pytest_plugins = ["triton_cts.results.plugin"]  # result records, expectations, shards, reports
 
 
 # ---- hypothesis profiles (selected with pytest's --hypothesis-profile) ------------------
@@ -50,65 +48,6 @@ def _register_hypothesis_profiles() -> None:
 _register_hypothesis_profiles()
 
 
-@dataclass(frozen=True)
-class CheckTarget:
-    """One thing a suite checks: an implementation of an op, under a profile, in a mode."""
-
-    op: OpSpec
-    impl: Implementation
-    profile: Profile
-    mode: Mode
-
-    @property
-    def id(self) -> str:
-        return f"{self.op.name}-{self.impl.name}-{self.profile.name}-{self.mode}"
-
-    def __repr__(self) -> str:
-        return f"CheckTarget({self.id})"
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' falsifying-example printer
-        printer.text(repr(self))
-
-
-@dataclass
-class Selection:
-    """What this run covers, resolved once from the command line."""
-
-    profiles: list[Profile]
-    modes: list[Mode]
-    registry: Registry
-    impls: list[Implementation]
-    device: DeviceInfo | None
-    device_profile: str | None
-    ops_filter: list[str] = field(default_factory=list)
-    profile_dirs: list[str] = field(default_factory=list)
-
-    def targets(self, modes=None, op_filter=None) -> list[CheckTarget]:
-        out = []
-        for impl in self.impls:
-            op = self.registry.ops[impl.op]
-            if self.ops_filter and op.name not in self.ops_filter:
-                continue
-            if op_filter is not None and not op_filter(op):
-                continue
-            for profile in self.profiles:
-                for mode in self.modes:
-                    if modes is None or mode.value in modes:
-                        out.append(CheckTarget(op, impl, profile, mode))
-        return out
-
-    def repro_options(self, target: CheckTarget) -> str:
-        opts = [f"--vendor {target.profile.name}", f"--mode {target.mode}"]
-        if target.impl.name != "reference" and not target.impl.name.startswith("reference/"):
-            opts.append(f"--impl {shlex.quote(target.impl.op + '=' + target.impl.target)}"
-                        if ":" in target.impl.name else f"--impl {target.impl.name}")
-        opts += [f"--profile-dir {shlex.quote(d)}" for d in self.profile_dirs]
-        return " ".join(opts)
-
-
-SELECTION_KEY = pytest.StashKey[Selection]()
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-cts", "triton-cts conformance options")
     group.addoption("--vendor", action="append", default=[], metavar="SEL",
@@ -128,29 +67,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="check only these ops. Repeatable.")
 
 
-def build_selection(config: pytest.Config) -> Selection:
-    """Resolve the options; every bad value is a UsageError naming the known choices."""
-    profile_dirs = [str(Path(d)) for d in config.getoption("profile_dir")]
-    try:
-        profiles = load_profiles(profile_dirs)
-    except ProfileError as exc:
-        raise UsageError(f"invalid vendor profile: {exc}") from exc
-    device = attached_device()
-    device_profile = match_device(device, profiles).name if device else None
-    selected = select_profiles(config.getoption("vendor"), profiles, device)
-    modes = parse_modes(config.getoption("mode"))
-    registry = default_registry()
-    registry.load_entry_points()
-    impls = registry.select(config.getoption("impl"))
-    ops_filter = config.getoption("op")
-    unknown = [o for o in ops_filter if o not in registry.ops]
-    if unknown:
-        raise UsageError(f"unknown op(s) {', '.join(unknown)}; known ops: "
-                         f"{', '.join(sorted(registry.ops))}")
-    return Selection(selected, modes, registry, impls, device, device_profile, ops_filter,
-                     profile_dirs)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cts_targets(predicate=f): run this suite test only for "
                                        "check targets for which predicate(target) is true")
@@ -161,10 +77,6 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     lost_context.register(config)
-
-
-def selection(config: pytest.Config) -> Selection:
-    return config.stash[SELECTION_KEY]
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -212,14 +124,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 params.append(pytest.param(*values, id=ident, marks=marks))
     names = "target,dtype,relation" if per_relation else "target,dtype"
     metafunc.parametrize(names if per_dtype else "target", params)
-
-
-def dtype_gap(target: CheckTarget, dtype) -> str | None:
-    """Why ``dtype`` cannot be checked for this target, or None."""
-    if not target.profile.supports_dtype(dtype):
-        return (f"profile {target.profile.name} does not support "
-                f"{str(dtype).removeprefix('torch.')} (dtypes.supported)")
-    return target.op.mode_gaps.get((target.mode.value, dtype))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -276,7 +180,3 @@ def repro(request) -> str:
     extra = f" {sel.repro_options(target)}" if target is not None else ""
     request.node.user_properties.append(("repro", f"pytest {nodeid}{extra}"))  # for reports
     return f"pytest {nodeid}{extra}"
-
-
-__all__ = ["CheckTarget", "Selection", "NOT_SUPPORTED", "build_selection", "selection",
-           "CHECKOUT"]

@@ -3,9 +3,10 @@ must catch, and is otherwise the reference launcher."""
 import torch
 import triton
 
-from kernels import layer_norm as ln
+from kernels.layer_norm import backward as ln
 from kernels import reductions as red
-from triton_cts.launch import check_inputs
+from triton_cts.execution import launches
+from triton_cts.execution.input_checks import check_inputs
 from triton_cts.profiles import next_power_of_2
 
 _TUNERS: dict = {}
@@ -16,7 +17,7 @@ def _tuned(kernel, name: str, configs, key, **options):
     cache_key = (name, tuple(str(c) for c in configs))
     if cache_key not in _TUNERS:
         _TUNERS[cache_key] = triton.autotune(configs=configs, key=key,
-                                             do_bench=ln._bench_once, **options)(kernel)
+                                             do_bench=launches.autotune_timer, **options)(kernel)
     return _TUNERS[cache_key]
 
 

@@ -7,7 +7,7 @@ import triton.language as tl
 
 from kernels.gelu import DTYPES
 from kernels.matmul import DTYPES as MATMUL_DTYPES
-from triton_cts.launch import check_inputs
+from triton_cts.execution.input_checks import check_inputs
 
 
 def _no_bench(kernel_call, quantiles=None, **kwargs):

@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 
 from kernels.gelu import DTYPES, _gelu_tanh_fwd_kernel
-from triton_cts.launch import check_inputs
+from triton_cts.execution.input_checks import check_inputs
 
 
 @triton.jit

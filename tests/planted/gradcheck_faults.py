@@ -5,7 +5,7 @@ import dataclasses
 
 import torch
 
-import triton_cts.ops
+import triton_cts.ops.catalog
 from kernels.gelu import gelu, gelu_backward
 
 
@@ -26,6 +26,6 @@ def gelu_autograd_wrong_backward(x, *, profile):
     return _GeluWrongBackward.apply(x, profile)
 
 
-triton_cts.ops.ALL_OPS = type(triton_cts.ops.ALL_OPS)(
+triton_cts.ops.catalog.ALL_OPS = type(triton_cts.ops.catalog.ALL_OPS)(
     dataclasses.replace(op, autograd=f"{__name__}:gelu_autograd_wrong_backward")
-    if op.name == "gelu" else op for op in triton_cts.ops.ALL_OPS)
+    if op.name == "gelu" else op for op in triton_cts.ops.catalog.ALL_OPS)

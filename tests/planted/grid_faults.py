@@ -6,7 +6,7 @@ import triton.language as tl
 
 from kernels.gelu import DTYPES as GELU_DTYPES
 from kernels.softmax import DTYPES as SOFTMAX_DTYPES
-from triton_cts.launch import check_inputs
+from triton_cts.execution.input_checks import check_inputs
 from triton_cts.profiles import next_power_of_2
 
 

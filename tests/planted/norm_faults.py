@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_cts.launch import check_inputs
+from triton_cts.execution.input_checks import check_inputs
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

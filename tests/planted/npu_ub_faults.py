@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from kernels.gelu import DTYPES
-from triton_cts.launch import check_inputs
+from triton_cts.execution.input_checks import check_inputs
 
 UB_HOG_BLOCK = 65536
 

@@ -24,9 +24,12 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Iterable
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from triton_cts.ops.implementation import Implementation
 
 
 @dataclass(frozen=True)
@@ -81,20 +84,22 @@ def import_problem(lib: Library) -> str | None:
     return None
 
 
-def register(registry) -> None:
-    """Add every library's implementations to ``registry``, installed or not."""
-    from triton_cts.registry import Implementation
-
+def implementations(known_ops: Iterable[str]) -> list[Implementation]:
+    """Every library's implementations, installed or not, for the plugin to add to the
+    registry (as it adds entry points'): the adapters never import the registry."""
+    known = set(known_ops)
+    impls = []
     for lib in LIBRARIES:
         adapter = importlib.import_module(lib.adapter)
         outputs = getattr(adapter, "OUTPUTS", {})
         for op, function in adapter.OPS.items():
-            if op not in registry.ops:
+            if op not in known:
                 raise ValueError(f"adapter {lib.adapter} maps unknown op '{op}'; known ops: "
-                                 f"{', '.join(sorted(registry.ops))}")
-            registry.add(Implementation(lib.name, op, f"{lib.adapter}:{function}",
+                                 f"{', '.join(sorted(known))}")
+            impls.append(Implementation(lib.name, op, f"{lib.adapter}:{function}",
                                         outputs=outputs.get(op),
                                         unsupported=functools.partial(lib.unsupported, op)))
+    return impls
 
 
 def by_name(name: str) -> Library:

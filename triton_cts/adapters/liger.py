@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from triton_cts.launch import UnsupportedDtypeError
+from triton_cts.execution.input_checks import UnsupportedDtypeError
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

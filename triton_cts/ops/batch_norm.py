@@ -1,8 +1,8 @@
 """Batch normalization, training forward (statistics over all dims but dim 1)."""
 import torch
 
-from triton_cts.ops import moments
-from triton_cts.registry import OpSpec
+from triton_cts.ops import error_models
+from triton_cts.ops.spec import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -41,15 +41,15 @@ def conditioning(x, weight, bias, running_mean, running_var, momentum=MOMENTUM, 
                  dtype):
     """Error bounds of a correct implementation computing ``dtype`` inputs in float32
     (float64 for float64) for (y, mean, invstd, running_mean, running_var): channels whose
-    mean dwarfs their spread (triton_cts/ops/moments.py, over the N * spatial values of
+    mean dwarfs their spread (triton_cts/ops/error_models.py, over the N * spatial values of
     each channel). The running variance is updated with the unbiased variance, whose
     relative error is twice invstd's."""
     channels = x.shape[1]
     dims = (0,) + tuple(range(2, x.dim()))
-    dmu, rel, invstd, mean = moments.mean_subtraction_error(x, dims, eps,
-                                                            moments.compute_roundoff(dtype))
+    dmu, rel, invstd, mean = error_models.mean_subtraction_error(
+        x, dims, eps, error_models.compute_roundoff(dtype))
     per_channel = (1, channels) + (1,) * (x.dim() - 2)
-    y = moments.normalised_output_error(x, mean, invstd, dmu, rel, weight.view(per_channel))
+    y = error_models.normalised_output_error(x, mean, invstd, dmu, rel, weight.view(per_channel))
     n = x.numel() // max(channels, 1)
     var = x.var(dims, unbiased=n > 1, keepdim=True) if n else torch.zeros_like(dmu)
     flat = [t.reshape(channels).nan_to_num(0.0, 0.0, 0.0)

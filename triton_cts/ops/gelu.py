@@ -1,7 +1,7 @@
 """GELU (tanh approximation)."""
 import torch
 
-from triton_cts.registry import OpSpec
+from triton_cts.ops.spec import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

@@ -10,8 +10,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from triton_cts.ops import moments
-from triton_cts.registry import OpSpec
+from triton_cts.ops import error_models
+from triton_cts.ops.spec import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LAYER_NORM_EPS = 1e-5
@@ -67,11 +67,11 @@ def layer_norm_reference(x, weight, bias, eps=LAYER_NORM_EPS):
 
 def layer_norm_conditioning(x, weight, bias, eps=LAYER_NORM_EPS, *, dtype):
     """(y, mean, rstd) error bounds of a correct implementation computing ``dtype`` inputs
-    in float32 (float64 for float64; triton_cts/ops/moments.py): rows whose mean dwarfs
+    in float32 (float64 for float64; triton_cts/ops/error_models.py): rows whose mean dwarfs
     their spread."""
-    dmu, rel, rstd, mean = moments.mean_subtraction_error(x, (-1,), eps,
-                                                          moments.compute_roundoff(dtype))
-    y = moments.normalised_output_error(x, mean, rstd, dmu, rel, weight)
+    dmu, rel, rstd, mean = error_models.mean_subtraction_error(
+        x, (-1,), eps, error_models.compute_roundoff(dtype))
+    y = error_models.normalised_output_error(x, mean, rstd, dmu, rel, weight)
     return y, dmu.squeeze(-1), (rstd * rel).nan_to_num(0.0, 0.0, 0.0).squeeze(-1)
 
 

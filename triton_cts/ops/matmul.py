@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from triton_cts.registry import OpSpec
+from triton_cts.ops.spec import OpSpec
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from triton_cts.registry import OpSpec
+from triton_cts.ops.spec import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_DTYPES = FLOATS + (torch.int32, torch.int64)

@@ -1,8 +1,8 @@
 """Softmax, log-softmax (forward, last dim) and the softmax backward."""
 import torch
 
-from triton_cts.ops import moments
-from triton_cts.registry import OpSpec
+from triton_cts.ops import error_models
+from triton_cts.ops.spec import OpSpec
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -43,7 +43,7 @@ BACKWARD_ROUNDING_C = 2.0
 
 
 def _backward_conditioning(dy: torch.Tensor, y: torch.Tensor, *, dtype):
-    u = moments.storage_roundoff(dtype)
+    u = error_models.storage_roundoff(dtype)
     dy, y = dy.double(), y.double()
     if y.dim() == 0:
         return (BACKWARD_ROUNDING_C * u * y.abs() * (2 * dy.abs() + (dy * y).abs())),

@@ -15,7 +15,7 @@ DEFAULT: dict[torch.dtype, tuple[float, float]] = {
 
 
 def tolerance(op, dtype: torch.dtype, profile: Profile, mode=None) -> tuple[float, float]:
-    """(rtol, atol) for ``op`` (an :class:`~triton_cts.registry.OpSpec`) on ``dtype``:
+    """(rtol, atol) for ``op`` (an :class:`~triton_cts.ops.spec.OpSpec`) on ``dtype``:
     the profile's override, else tf32's bound where float32 dots really run as tf32 (a
     device whose profile says ``dtypes.tf32``; the interpreter computes IEEE float32),
     else the op's own, else torch's default for the dtype."""

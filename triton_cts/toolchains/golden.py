@@ -9,8 +9,8 @@ reported with :class:`GoldenMissingWarning`.
 
 Refresh after an intended change (or for a new Triton version)::
 
-    python -m triton_cts.golden refresh                 # every profile, every op
-    python -m triton_cts.golden refresh --op matmul     # only these checks' entries
+    python -m triton_cts.toolchains.golden refresh                 # every profile, every op
+    python -m triton_cts.toolchains.golden refresh --op matmul     # only these checks' entries
 
 Writes are atomic (a temporary file renamed over the old one) and serialized with a lock,
 so pytest-xdist workers refreshing one profile's file do not lose each other's entries.
@@ -40,7 +40,7 @@ THRESHOLDS: dict[str, tuple[float, int]] = {
     "spills": (0.0, 0),
     "shared": (0.10, 0),
 }
-REFRESH_COMMAND = "python -m triton_cts.golden refresh"
+REFRESH_COMMAND = "python -m triton_cts.toolchains.golden refresh"
 
 
 class GoldenMissingWarning(UserWarning):

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_cts import launches
+from triton_cts.execution import launches
 
 
 @triton.jit

@@ -5,8 +5,8 @@ from typing import Iterable
 
 import torch
 
-from triton_cts import launches
-from triton_cts.modes import cpu_tensors_allowed
+from triton_cts.execution import launches
+from triton_cts.execution.modes import cpu_tensors_allowed
 from triton_cts.profiles import Profile
 
 

@@ -4,7 +4,7 @@ Triton validates no grid (FIELD-NOTES section 2): on CUDA (1, 65536, 1) fails wi
 "invalid argument", but (65536, 65536, 1) and (2**31 - 1, 2, 1) launch nothing and report
 nothing, because the launcher multiplies the dims in a C int; HIP's launcher returns early
 when that product wraps to 0. So every recorded launch
-(:class:`triton_cts.launches.Launch`) is checked here:
+(:class:`triton_cts.execution.launches.Launch`) is checked here:
 
 - no axis may be 0 (a zero grid crashes some backends and runs nothing on others), except
   for an input with no elements (``allow_empty``): Triton's CUDA and HIP launchers and its

@@ -218,3 +218,14 @@ def capture_launches():
 
 def capturing() -> bool:
     return _capturing
+
+
+def autotune_timer(kernel_call, quantiles=None, **kwargs):
+    """The ``do_bench`` of the reference kernels' autotuners: times a config on a device;
+    with nothing to time (interpreted, or launches captured for compile mode) it runs the
+    config once, so that every config is still launched."""
+    if knobs.runtime.interpret or capturing():
+        kernel_call()
+        return [0.0] * len(quantiles) if quantiles else 0.0
+    import triton.testing
+    return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 from triton import knobs
 
-from triton_cts import launches
+from triton_cts.execution import launches
 from triton_cts.profiles import Profile
 
 
@@ -40,7 +40,7 @@ def parse_modes(values: list[str] | None) -> list[Mode]:
     modes: list[Mode] = []
     for value in values:
         if value not in MODE_CHOICES:
-            from triton_cts.vendors import UsageError
+            from triton_cts.errors import UsageError
             raise UsageError(f"unknown mode '{value}'; choose from {', '.join(MODE_CHOICES)}")
         for m in (list(Mode) if value == "auto" else [Mode(value)]):
             if m not in modes:
@@ -84,7 +84,7 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
         if profile.backend == "npu":
             # The IO lint runs on upstream TTIR here; the compile suite reports the
             # triton-ascend + bishengir lowering as not supported, saying why and how to
-            # set up its environment (triton_cts/npu_toolchain.py).
+            # set up its environment (triton_cts/toolchains/npu_toolchain.py).
             if not _upstream_backends():
                 return "the NPU IO lint needs an upstream Triton backend to produce TTIR"
             return None
@@ -99,7 +99,7 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
     """Run an implementation (already loaded for ``mode``) on CPU ``args``.
 
     Returns the outputs on the CPU for device and interpreter modes, and the list of
-    captured :class:`~triton_cts.launches.Launch` records for compile mode.
+    captured :class:`~triton_cts.execution.launches.Launch` records for compile mode.
     """
     kwargs = dict(kwargs or {})
     if takes_profile:

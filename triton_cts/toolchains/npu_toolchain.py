@@ -5,7 +5,7 @@ triton-ascend (which replaces the ``triton`` package with a 3.2-era API) and
 or any Python named by ``TRITON_CTS_NPU_PYTHON``. The main environment never imports
 them: :func:`lower_launches` describes each captured launch (:func:`launch_request`:
 kernel module and function, pointer dtypes and alignment, scalar and constexpr values,
-``num_warps``) and hands the batch to ``python -m triton_cts.npu_driver`` in that
+``num_warps``) and hands the batch to ``python -m triton_cts.toolchains.npu_driver`` in that
 environment, which lowers each through triton-ascend's "ttir" and "ttadapter" stages
 (linalg) and runs ``bishengir-compile`` on the result. Verdicts per launch
 (:func:`classify_bishengir`): ``passed`` (the UB check and verifiers ran; it stopped at
@@ -170,8 +170,8 @@ def _run_driver(requests: list[dict], arch: str, keep: str | None,
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CHECKOUT),
                                                       env.get("PYTHONPATH")]))
-    run = subprocess.run([str(npu_python()), "-m", "triton_cts.npu_driver"], input=payload,
-                         capture_output=True, text=True, cwd=CHECKOUT, env=env,
+    run = subprocess.run([str(npu_python()), "-m", "triton_cts.toolchains.npu_driver"],
+                         input=payload, capture_output=True, text=True, cwd=CHECKOUT, env=env,
                          timeout=120 + timeout * len(requests))
     lines = run.stdout.strip().splitlines()
     if run.returncode != 0 or not lines:

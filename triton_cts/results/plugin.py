@@ -23,12 +23,13 @@ from pathlib import Path
 import pytest
 
 from triton_cts import CHECKOUT
-from triton_cts.results import (ExpectationWarning, Record, ReportError, Status, classify_phase,
-                                document, dump_report, expectations_toml, failing_shape,
-                                falsifying_example, first_line, is_quality_warning,
-                                load_expectations, match_expectation, parse_shard, shard_of,
-                                split_properties, stale_expectations, summary_table, verdict,
-                                atomic_write, worst)
+from triton_cts.results.expectations import (expectations_toml, load_expectations,
+                                             match_expectation, parse_shard, shard_of,
+                                             stale_expectations)
+from triton_cts.results.records import Record, split_properties, summary_table, verdict
+from triton_cts.results.report_io import ReportError, atomic_write, document, dump_report
+from triton_cts.results.status import (ExpectationWarning, Status, classify_phase, failing_shape,
+                                       falsifying_example, first_line, is_quality_warning, worst)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[EXPECTATIONS] = expectations
     config.stash[SHARD] = shard
     if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
-        config.pluginmanager.register(Collector(config), "triton_cts.reporting.collector")
+        config.pluginmanager.register(Collector(config), "triton_cts.results.plugin.collector")
 
 
 EXPECTATIONS = pytest.StashKey[list]()
@@ -106,7 +107,7 @@ class Collector:
         that is not a check (the harness's own tests). Parsed from the id against the
         selection's names, so crash reports made by xdist (no item, no properties) parse
         too."""
-        from triton_cts.plugin import selection
+        from triton_cts.targets import selection
 
         if self._ids is None:
             sel = selection(self.config)
@@ -218,7 +219,7 @@ class Collector:
         return rec
 
     def environment(self) -> dict:
-        from triton_cts.plugin import selection
+        from triton_cts.targets import selection
 
         sel = selection(self.config)
         shard = self.config.stash[SHARD]

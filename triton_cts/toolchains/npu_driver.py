@@ -1,17 +1,17 @@
 """Lower captured launches with triton-ascend and check them with ``bishengir-compile``.
 
 Runs INSIDE the Ascend toolchain venv (``tox -e npu``), where triton-ascend 3.2 has
-replaced the ``triton`` package, as ``python -m triton_cts.npu_driver < request.json``
+replaced the ``triton`` package, as ``python -m triton_cts.toolchains.npu_driver < request.json``
 from the checkout's root; the main environment never imports triton-ascend. The request
-(built by :func:`triton_cts.npu_toolchain.launch_request`) names each launch's kernel by
+(built by :func:`triton_cts.toolchains.npu_toolchain.launch_request`) names each launch's kernel by
 module and function and describes its arguments (pointer dtypes and 16-byte alignment,
 scalar values, constexprs, ``num_warps``); the answer, one JSON object on stdout, holds a
-verdict per launch (:func:`triton_cts.npu_toolchain.classify_bishengir`).
+verdict per launch (:func:`triton_cts.toolchains.npu_toolchain.classify_bishengir`).
 
 Per launch:
 
 1. import the kernel's module with shims for the 3.2 API (a stub ``triton.knobs`` whose
-   interpreter knob is off, a stub ``triton_cts.launches`` that never captures: kernels
+   interpreter knob is off, a stub ``triton_cts.execution.launches`` that never captures: kernels
    use both only in their launchers, which do not run here);
 2. bind stand-in arguments with the kernel's own 3.2 binder and build the ``ASTSource``
    the 3.2 way (signature by name, constants by name, ``AscendAttrsDescriptor`` from the
@@ -41,8 +41,8 @@ import types
 import warnings
 from pathlib import Path
 
-from triton_cts.npu_toolchain import (BISHENGIR_FLAGS, classify_bishengir, lowering_message,
-                                      scalar_loops)
+from triton_cts.toolchains.npu_toolchain import (BISHENGIR_FLAGS, classify_bishengir,
+                                                 lowering_message, scalar_loops)
 
 
 def _install_shims() -> None:
@@ -53,17 +53,17 @@ def _install_shims() -> None:
         knobs.runtime = types.SimpleNamespace(interpret=False)
         sys.modules["triton.knobs"] = knobs
         triton.knobs = knobs
-    # triton_cts.launches patches upstream's JITFunction and imports the interpreter
-    # (numpy); kernels only ask it whether launches are being captured.
-    if "triton_cts.launches" not in sys.modules:
-        stub = types.ModuleType("triton_cts.launches")
+    # triton_cts.execution.launches patches upstream's JITFunction and imports the
+    # interpreter (numpy); kernels only ask it whether launches are being captured.
+    if "triton_cts.execution.launches" not in sys.modules:
+        stub = types.ModuleType("triton_cts.execution.launches")
         stub.capturing = lambda: False
         stub.interpreted = lambda on=True: contextlib.nullcontext()
         stub.record_launches = contextlib.nullcontext
         stub.capture_launches = contextlib.nullcontext
-        sys.modules["triton_cts.launches"] = stub
-        import triton_cts
-        triton_cts.launches = stub
+        sys.modules["triton_cts.execution.launches"] = stub
+        import triton_cts.execution
+        triton_cts.execution.launches = stub
 
 
 class _Pointer:

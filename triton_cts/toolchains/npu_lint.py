@@ -73,8 +73,8 @@ def upstream_ttir(launch) -> str:
     from triton._C.libtriton import get_cache_invalidating_env_vars
     from triton.runtime.cache import get_cache_key
 
-    from triton_cts.cross_compile import specialize, use_project_cache
-    from triton_cts.modes import _upstream_backends
+    from triton_cts.toolchains.cross_compile import specialize, use_project_cache
+    from triton_cts.execution.modes import _upstream_backends
 
     available = _upstream_backends()
     target = (GPUTarget("cuda", 80, 32) if "cuda" in available

@@ -6,13 +6,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Mapping
 
+from triton_cts.errors import UsageError
 from triton_cts.profiles import VENDOR_FAMILIES, Profile
 
 SPECIAL_SELECTORS = ("all", "auto")
-
-
-class UsageError(ValueError):
-    """A command-line choice names something that does not exist."""
 
 
 class UnknownDeviceWarning(UserWarning):

@@ -39,8 +39,9 @@ from triton.compiler import ASTSource, make_backend
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import create_function_from_signature
 
-from triton_cts import CHECKOUT, launches
-from triton_cts.launches import Launch
+from triton_cts import CHECKOUT
+from triton_cts.execution import launches
+from triton_cts.execution.launches import Launch
 from triton_cts.profiles import Profile
 
 

@@ -97,4 +97,4 @@ class LostContext:
 
 
 def register(config: pytest.Config) -> None:
-    config.pluginmanager.register(LostContext(config), "triton_cts.lost_context")
+    config.pluginmanager.register(LostContext(config), "triton_cts.execution.lost_context")

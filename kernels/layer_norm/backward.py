@@ -1,0 +1,596 @@
+"""Layer norm and RMS norm backward: three strategies for the weight and bias gradients.
+
+With x the tensor that was normalized (x' of the forward: its residual_out when a
+residual, rowscale or dropout was used):
+
+    xhat = (x - mean) * rstd,   g = dy * weight
+    dx'  = rstd * (g - xhat * mean(g * xhat) - mean(g))        (RMS: no mean(g) term)
+    dweight = sum over rows of dy * xhat,   dbias = sum over rows of dy
+
+(x - mean also loses its row mean, which undoes the rounding of a saved float32 mean).
+dx' (plus the incoming gradient of residual_out, if any) is the residual's gradient; the
+input's is dx' * keep / (1 - p) * rowscale. dweight and dbias reduce over rows while dx
+reduces over columns, so the strategies differ in how the row sums are combined:
+
+- atomic: one fused kernel, each program adds its dweight/dbias partials into float32
+  buffers (float64 for float64 inputs) with tl.atomic_add: fast, but the order of the
+  additions, hence the last bits, changes from run to run. Rows per program is autotuned,
+  so the buffers are in the autotuner's reset_to_zero: it runs every config on the
+  caller's buffers.
+- partial: the same fused kernel writes one row of partials per program, at most the
+  profile's partials_per_compute_unit programs per compute unit; a second kernel sums the
+  rows in a fixed order. Bitwise
+  reproducible for a given profile and shape.
+- tiled: for rows beyond half the fused tile (the fused backward holds about twice the
+  forward's arrays a column): a dx kernel (two passes over column tiles per row) and a
+  dweight/dbias kernel (column blocks, looping over rows). The other two strategies hand
+  such rows to it.
+
+The dropout backward reads the forward's stored keep-mask rather than regenerating it.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+from triton import knobs
+
+from .tiles import (DEFAULT_ROWS_PER_PROGRAM, DTYPES, MASK_DTYPES, STAT_DTYPES, _acc_dtype,
+                    _backward_row_tile, _backward_tile, _check_dropout_p, _check_rows,
+                    _check_vector, _column_block, _column_sum_tile, _dropout_scale,
+                    _dropout_scale_parts, _fits_fused_backward, _load, _load_row_constants,
+                    _row_block, _row_offsets, _store_input_grads, _tile_offsets, _tiled_block,
+                    _to_acc)
+from triton_cts.execution import launches
+from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
+                                               check_inputs)
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
+
+# --------------------------------------------------------------------------------------
+# Backward kernels.
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _layer_norm_bwd_fused_kernel(
+    DY,                     # pointer to the output gradient [n_rows, N], contiguous
+    X,                      # pointer to the normalized input x', like DY
+    W,                      # pointer to the weight [N]
+    MEAN,                   # pointer to the per-row mean [n_rows] (unused in RMS mode)
+    RSTD,                   # pointer to the per-row 1/std [n_rows]
+    ROWSCALE,               # pointer to the per-row scale [n_rows]
+    DROPOUT_MASK,           # pointer to the forward's keep-mask (bool or uint8), like DY
+    DRESIDUAL_OUT,          # pointer to the gradient of residual_out, like DY
+    DX,                     # pointer to the input gradient, like DY
+    DRESIDUAL,              # pointer to the residual gradient, like DY
+    DW,                     # pointer to dweight partials: [N] (ATOMIC) or [programs, N]
+    DB,                     # pointer to dbias partials, like DW (unused without HAS_BIAS)
+    n_rows,                 # rows of DY
+    N,                      # columns of DY
+    scale_hi,               # 1 / (1 - dropout_p), rounded to float32
+    scale_lo,               # the rounding error, for float64 kernels
+    ROWS_PER_PROGRAM: tl.constexpr,  # rows per tile: a program walks row blocks of this height
+    BLOCK_N: tl.constexpr,  # columns per tile, >= N
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_ROWSCALE: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    HAS_DRESIDUAL_OUT: tl.constexpr,
+    STORE_DRESIDUAL: tl.constexpr,
+    ATOMIC: tl.constexpr,   # add partials into DW/DB atomically, else store row pid of DW/DB
+    SELECT_LOADS: tl.constexpr,
+    SLICE_BROADCAST: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    cols = tl.arange(0, BLOCK_N)
+    _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS)
+    w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+    dw = tl.zeros([BLOCK_N], dtype=acc_ty)
+    db = tl.zeros([BLOCK_N], dtype=acc_ty)
+    for block in range(pid, tl.cdiv(n_rows, ROWS_PER_PROGRAM), tl.num_programs(0)):
+        rows = block * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
+        offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
+        x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS, SLICE_BROADCAST),
+                       COMPUTE_FP64)
+        if IS_RMS:
+            xhat = x * rstd
+        else:
+            mean = _to_acc(_load_row_constants(MEAN, rows, n_rows, SELECT_LOADS,
+                                               SLICE_BROADCAST), COMPUTE_FP64)
+            # x - mean is exact when |mean| >> std, and its row mean is the rounding
+            # error of the stored mean: removing it keeps xhat accurate there
+            d = tl.where(mask, x - mean, 0.0)
+            d -= tl.sum(d, axis=1, keep_dims=True) / N
+            xhat = tl.where(mask, d * rstd, 0.0)
+        g = dy * w
+        c1 = tl.sum(g * xhat, axis=1, keep_dims=True) / N
+        if IS_RMS:
+            dx = (g - xhat * c1) * rstd
+        else:
+            c2 = tl.sum(g, axis=1, keep_dims=True) / N
+            dx = (g - (xhat * c1 + c2)) * rstd
+        # dy is 0 out of bounds, so the partial sums need no mask
+        dw += tl.sum(dy * xhat, axis=0)
+        if HAS_BIAS:
+            db += tl.sum(dy, axis=0)
+        rowscale = 1.0
+        if HAS_ROWSCALE:
+            rowscale = _to_acc(_load_row_constants(ROWSCALE, rows, n_rows, SELECT_LOADS,
+                                                   SLICE_BROADCAST), COMPUTE_FP64)
+        _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
+                           load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT, STORE_DRESIDUAL,
+                           HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS, COMPUTE_FP64)
+    if ATOMIC:
+        tl.atomic_add(DW + cols, dw, mask=col_mask)
+        if HAS_BIAS:
+            tl.atomic_add(DB + cols, db, mask=col_mask)
+    else:
+        # every program stores its row, zeros included: the sum reads all of them
+        tl.store(DW + pid * N + cols, dw, mask=col_mask)
+        if HAS_BIAS:
+            tl.store(DB + pid * N + cols, db, mask=col_mask)
+
+
+@triton.jit
+def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    for block in range(program, tl.cdiv(N, BLOCK_N), n_programs):
+        cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=acc_ty)
+        # a fixed order of additions: the result is the same bits on every run
+        for start in range(0, n_partials, BLOCK_P):
+            rows = start + tl.arange(0, BLOCK_P)
+            _, load_offs, mask = _tile_offsets(rows, cols, n_partials, N, SELECT_LOADS)
+            acc += _to_acc(_load(PARTIAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _sum_rows_kernel(
+    PARTIAL,                # pointer to the partial sums [n_partials, N], contiguous
+    OUT,                    # pointer to the column sums [N]
+    PARTIAL_2,              # a second [n_partials, N], like PARTIAL (programs n_programs and up)
+    OUT_2,                  # its column sums [N]
+    n_programs,             # programs per pair: the grid is one or two times this
+    n_partials,             # rows of PARTIAL
+    N,                      # columns of PARTIAL
+    BLOCK_P: tl.constexpr,  # partial rows per tile
+    BLOCK_N: tl.constexpr,  # columns per program
+    SELECT_LOADS: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    # dweight and dbias in one launch (a launch costs more host time than this kernel
+    # runs), split on grid axis 0: NPUs flatten the other axes
+    pid = tl.program_id(0).to(tl.int64)
+    if pid < n_programs:
+        _sum_columns(PARTIAL, OUT, pid, n_programs, n_partials, N, BLOCK_P, BLOCK_N,
+                     SELECT_LOADS, COMPUTE_FP64)
+    else:
+        _sum_columns(PARTIAL_2, OUT_2, pid - n_programs, n_programs, n_partials, N, BLOCK_P,
+                     BLOCK_N, SELECT_LOADS, COMPUTE_FP64)
+
+
+@triton.jit
+def _layer_norm_bwd_dx_tiled_kernel(
+    # as _layer_norm_bwd_fused_kernel:
+    DY, X, W, MEAN, RSTD, ROWSCALE, DROPOUT_MASK, DRESIDUAL_OUT, DX, DRESIDUAL,
+    MEAN_FIX,               # pointer to the per-row mean corrections [n_rows], written here
+    n_rows, N, scale_hi, scale_lo,
+    BLOCK_N: tl.constexpr,  # columns per tile: a row takes cdiv(N, BLOCK_N) tiles
+    IS_RMS: tl.constexpr,
+    HAS_ROWSCALE: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    HAS_DRESIDUAL_OUT: tl.constexpr,
+    STORE_DRESIDUAL: tl.constexpr,
+    SELECT_LOADS: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    for row in range(pid, n_rows, tl.num_programs(0)):
+        rstd = _to_acc(tl.load(RSTD + row), COMPUTE_FP64)
+        mean = 0.0
+        if not IS_RMS:
+            mean = _to_acc(tl.load(MEAN + row), COMPUTE_FP64)
+        rowscale = 1.0
+        if HAS_ROWSCALE:
+            rowscale = _to_acc(tl.load(ROWSCALE + row), COMPUTE_FP64)
+        # pass 1: the row sums of g * d, g and d (d = x - mean), accumulated lane-wise and
+        # reduced once. mean(d) is the stored mean's rounding error (d is exact when
+        # |mean| >> std): it is folded in here, and passed on to the dweight kernel
+        sum_gd = tl.zeros([BLOCK_N], dtype=acc_ty)
+        sum_g = tl.zeros([BLOCK_N], dtype=acc_ty)
+        sum_d = tl.zeros([BLOCK_N], dtype=acc_ty)
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            _, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
+            _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
+            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            d = tl.where(mask, x - mean, 0.0)
+            g = dy * w
+            sum_gd += g * d
+            sum_g += g
+            sum_d += d
+        mean_fix = 0.0
+        if not IS_RMS:
+            mean_fix = tl.sum(sum_d, axis=0) / N
+            tl.store(MEAN_FIX + row, mean_fix.to(MEAN_FIX.dtype.element_ty))
+        sum_g = tl.sum(sum_g, axis=0)
+        c1 = (tl.sum(sum_gd, axis=0) - mean_fix * sum_g) * rstd / N
+        c2 = sum_g / N
+        # pass 2: dx tile by tile
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
+            _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
+            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            xhat = ((x - mean) - mean_fix) * rstd
+            if IS_RMS:
+                dx = (dy * w - xhat * c1) * rstd
+            else:
+                dx = (dy * w - (xhat * c1 + c2)) * rstd
+            _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
+                               load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT,
+                               STORE_DRESIDUAL, HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS,
+                               COMPUTE_FP64)
+
+
+@triton.jit
+def _layer_norm_bwd_dwdb_kernel(
+    DY,                     # pointer to the output gradient [n_rows, N], contiguous
+    X,                      # pointer to the normalized input x', like DY
+    MEAN,                   # pointer to the per-row mean [n_rows] (unused in RMS mode)
+    RSTD,                   # pointer to the per-row 1/std [n_rows]
+    MEAN_FIX,               # pointer to the dx kernel's mean corrections [n_rows]
+    DW,                     # pointer to dweight [N], in the weight's dtype
+    DB,                     # pointer to dbias [N] (unused without HAS_BIAS)
+    n_rows,                 # rows of DY
+    N,                      # columns of DY
+    BLOCK_M: tl.constexpr,  # rows per tile
+    BLOCK_N: tl.constexpr,  # columns per program
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    SELECT_LOADS: tl.constexpr,
+    SLICE_BROADCAST: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    for block in range(pid, tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
+        cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc_w = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
+        acc_b = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
+        for start in range(0, n_rows, BLOCK_M):
+            rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
+            _, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
+            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS,
+                                               SLICE_BROADCAST), COMPUTE_FP64)
+            if IS_RMS:
+                xhat = x * rstd
+            else:
+                mean = _to_acc(_load_row_constants(MEAN, rows, n_rows, SELECT_LOADS,
+                                                   SLICE_BROADCAST), COMPUTE_FP64)
+                mean_fix = _to_acc(_load_row_constants(MEAN_FIX, rows, n_rows, SELECT_LOADS,
+                                                       SLICE_BROADCAST), COMPUTE_FP64)
+                xhat = ((x - mean) - mean_fix) * rstd
+            acc_w += dy * xhat  # dy is 0 out of bounds
+            if HAS_BIAS:
+                acc_b += dy
+        col_mask = cols < N
+        tl.store(DW + cols, tl.sum(acc_w, axis=0).to(DW.dtype.element_ty), mask=col_mask)
+        if HAS_BIAS:
+            tl.store(DB + cols, tl.sum(acc_b, axis=0).to(DB.dtype.element_ty), mask=col_mask)
+
+
+# --------------------------------------------------------------------------------------
+# Launchers.
+# --------------------------------------------------------------------------------------
+class _Backward(NamedTuple):
+    """Validated, contiguous 2-D backward operands and the outputs to fill."""
+    dy: torch.Tensor
+    x: torch.Tensor
+    weight: torch.Tensor
+    mean: torch.Tensor | None
+    rstd: torch.Tensor
+    rowscale: torch.Tensor | None
+    dropout_mask: torch.Tensor | None
+    dresidual_out: torch.Tensor | None
+    dx: torch.Tensor
+    dresidual: torch.Tensor | None
+    dweight: torch.Tensor
+    dbias: torch.Tensor | None
+    shape: torch.Size
+    flags: dict
+
+
+def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
+                      dropout_p, dresidual_out, has_residual, profile) -> tuple[_Backward, tuple]:
+    check_inputs(op, profile, DTYPES, dy=dy, x=x, weight=weight, bias=bias,
+                 rowscale=rowscale, dresidual_out=dresidual_out)
+    check_inputs(op, profile, STAT_DTYPES, mean=mean, rstd=rstd)
+    check_inputs(op, profile, MASK_DTYPES, dropout_mask=dropout_mask)
+    if x.ndim == 0:
+        raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
+    for name, t in (("dy", dy), ("dropout_mask", dropout_mask), ("dresidual_out", dresidual_out)):
+        if t is not None and t.shape != x.shape:
+            raise ShapeMismatchError(f"{op}: {name} must have x's shape {tuple(x.shape)}, "
+                                     f"got {tuple(t.shape)}")
+    n_cols = x.shape[-1]
+    _check_vector(op, "weight", weight, n_cols)
+    _check_vector(op, "bias", bias, n_cols)
+    if not rms and mean is None:
+        raise ValueError(f"{op}: mean is required unless rms=True")
+    _check_rows(op, "mean", None if rms else mean, x)
+    _check_rows(op, "rstd", rstd, x)
+    _check_rows(op, "rowscale", rowscale, x)
+    _check_dropout_p(op, dropout_p)
+    if dropout_p > 0.0 and dropout_mask is None:
+        raise ValueError(f"{op}: dropout_p > 0 needs the forward's dropout_mask")
+
+    n_rows = x.shape[:-1].numel()
+    flat = (lambda t, *s: None if t is None else t.contiguous().reshape(*s))
+    dx = torch.empty(n_rows, n_cols, dtype=x.dtype, device=x.device)
+    acc = _acc_dtype(x.dtype)
+    prep = _Backward(
+        dy=flat(dy, n_rows, n_cols), x=flat(x, n_rows, n_cols), weight=weight.contiguous(),
+        mean=None if rms else flat(mean, n_rows), rstd=flat(rstd, n_rows),
+        rowscale=flat(rowscale, n_rows), dropout_mask=flat(dropout_mask, n_rows, n_cols),
+        dresidual_out=flat(dresidual_out, n_rows, n_cols),
+        dx=dx, dresidual=torch.empty_like(dx) if has_residual else None,
+        dweight=torch.empty(n_cols, dtype=weight.dtype, device=x.device),
+        dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=x.device),
+        shape=x.shape,
+        flags=dict(IS_RMS=rms, HAS_BIAS=bias is not None, HAS_ROWSCALE=rowscale is not None,
+                   HAS_DROPOUT=dropout_mask is not None,
+                   HAS_DRESIDUAL_OUT=dresidual_out is not None, STORE_DRESIDUAL=has_residual,
+                   SELECT_LOADS=profile.select_loads, COMPUTE_FP64=acc == torch.float64))
+    if n_rows == 0:
+        prep.dweight.zero_()
+        if prep.dbias is not None:
+            prep.dbias.zero_()
+    return prep, _dropout_scale_parts(dropout_p)
+
+
+def _row_operands(p: _Backward) -> tuple:
+    """The leading arguments of the dx kernels, with a valid tensor for each unused one."""
+    return (p.dy, p.x, p.weight, p.mean if p.mean is not None else p.rstd, p.rstd,
+            p.rowscale if p.rowscale is not None else p.rstd,
+            p.dropout_mask if p.dropout_mask is not None else p.dy,
+            p.dresidual_out if p.dresidual_out is not None else p.dy,
+            p.dx, p.dresidual if p.dresidual is not None else p.dx)
+
+
+def _grads(p: _Backward) -> tuple:
+    # plain tuples: harnesses rebuild outputs with type(out)(iterable)
+    grads = (p.dx.view(p.shape), p.dweight, p.dbias)
+    return grads if p.dresidual is None else grads + (p.dresidual.view(p.shape),)
+
+
+_atomic_autotuners: dict = {}
+
+
+def _atomic_kernel(profile: Profile, configs: tuple) -> triton.runtime.Autotuner:
+    """The fused backward kernel autotuned over ``configs``: one autotuner per profile and
+    config set, since a choice timed on one target says nothing about another. Where
+    nothing can be timed (interpreter, compile capture) the choice is not kept: every call
+    runs, or captures, every config."""
+    untimed = bool(knobs.runtime.interpret) or launches.capturing()
+    key = (profile.name, configs, untimed)
+    tuner = _atomic_autotuners.get(key)
+    if tuner is None:
+        tuner = _atomic_autotuners[key] = triton.autotune(
+            configs=[triton.Config({"ROWS_PER_PROGRAM": rows}, num_warps=warps, num_stages=stages)
+                     for rows, warps, stages in configs],
+            key=["n_rows", "N"],
+            reset_to_zero=["DW", "DB"],  # every config accumulates into the caller's buffers
+            do_bench=launches.autotune_timer,
+        )(_layer_norm_bwd_fused_kernel)
+    if untimed:
+        tuner.cache.clear()
+    return tuner
+
+
+def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Profile) -> tuple:
+    """(rows, num_warps, num_stages) per config: the profile's autotune.layer_norm_backward
+    table, or DEFAULT_ROWS_PER_PROGRAM; those whose tile exceeds the backward's row tile
+    are dropped."""
+    table = profile.autotune_configs("layer_norm_backward")
+    if table is None:
+        table = [{"ROWS_PER_PROGRAM": r} for r in DEFAULT_ROWS_PER_PROGRAM]
+    limit = _backward_row_tile(dtype, profile)
+    configs = []
+    for cfg in table:
+        unknown = set(cfg) - {"ROWS_PER_PROGRAM", "num_warps", "num_stages"}
+        if "ROWS_PER_PROGRAM" not in cfg or unknown:
+            raise ValueError(f"{profile.source}: autotune.layer_norm_backward configs take "
+                             f"ROWS_PER_PROGRAM (required), num_warps, num_stages; got {cfg}")
+        rows = next_power_of_2(cfg["ROWS_PER_PROGRAM"])
+        if rows * block_n > limit or rows > next_power_of_2(n_rows):
+            continue
+        warps = profile.num_warps_for(rows * block_n, dtype)
+        configs.append((rows, cfg.get("num_warps", warps),
+                        cfg.get("num_stages", 3)))
+    if not configs:  # one row per step always fits
+        configs.append((1, profile.num_warps_for(block_n, dtype), 3))
+    return tuple(dict.fromkeys(configs))
+
+
+def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
+                          dropout_p, dresidual_out, has_residual, profile: Profile):
+    """What the fused strategies share before their kernels: checked operands, and the
+    finished gradients when there is nothing to launch (empty input) or the rows are
+    longer than the fused backward takes (handed to the tiled strategy); None otherwise."""
+    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
+                                         dropout_mask, dropout_p, dresidual_out, has_residual,
+                                         profile)
+    n_rows, n_cols = p.dx.shape
+    if n_rows == 0 or n_cols == 0:
+        return p, dropout_scale, _grads(p)
+    if not _fits_fused_backward(n_cols, x.dtype, profile):
+        return p, dropout_scale, _backward_tiled(p, dropout_scale, profile)
+    return p, dropout_scale, None
+
+
+def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                               rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                               dresidual_out=None, has_residual: bool = False,
+                               profile: Profile):
+    """Backward with dweight/dbias accumulated by tl.atomic_add (float32 buffers, float64
+    for float64 inputs); rows per program autotuned. Rows beyond half the fused tile use
+    the tiled strategy. See :func:`layer_norm_backward` for the arguments."""
+    op = "layer_norm_backward_atomic"
+    p, dropout_scale, done = _start_fused_backward(
+        op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
+        dresidual_out, has_residual, profile)
+    if done is not None:
+        return done
+    n_rows, n_cols = p.dx.shape
+    acc = _acc_dtype(x.dtype)
+    if not profile.supports_atomic("add", acc):
+        raise UnsupportedDtypeError(
+            f"{op}: {x.dtype} accumulates in {acc}, and profile '{profile.name}' has no "
+            f"{acc} atomic_add (atomics.add in {profile.source})")
+    dw = torch.zeros(n_cols, dtype=acc, device=x.device)
+    db = torch.zeros(n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
+    block_n = next_power_of_2(n_cols)
+    kernel = _atomic_kernel(profile, _atomic_configs(n_rows, block_n, x.dtype, profile))
+    grid = lambda meta: (profile.capped_grid(cdiv(n_rows, meta["ROWS_PER_PROGRAM"])),)
+    kernel[grid](*_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
+                 BLOCK_N=block_n, ATOMIC=True, SLICE_BROADCAST=profile.slice_broadcast,
+                 **p.flags)
+    p.dweight.copy_(dw)
+    if db is not None:
+        p.dbias.copy_(db)
+    return _grads(p)
+
+
+def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profile) -> None:
+    """Column sums of one or two (partial [n_partials, N], out [N]) pairs, in one launch."""
+    partial, out = pairs[0]
+    partial_2, out_2 = pairs[-1]
+    n_partials, n_cols = partial.shape
+    block_n = _column_block(n_cols, profile)
+    block_p = max(1, min(next_power_of_2(n_partials),
+                         profile.max_fused_elements(partial.dtype) // block_n))
+    n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // len(pairs)))
+    grid = (n_programs * len(pairs),)
+    _sum_rows_kernel[grid](partial, out, partial_2, out_2, n_programs, n_partials, n_cols,
+                           BLOCK_P=block_p, BLOCK_N=block_n, SELECT_LOADS=profile.select_loads,
+                           COMPUTE_FP64=partial.dtype == torch.float64,
+                           num_warps=profile.num_warps_for(block_p * block_n, partial.dtype))
+
+
+def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                                rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                                dresidual_out=None, has_residual: bool = False,
+                                profile: Profile):
+    """Deterministic backward: one row of dweight/dbias partials per program (at most the
+    profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
+    by a second kernel. Bitwise reproducible for a given profile and shape. Rows beyond
+    half the fused tile use the tiled strategy. See :func:`layer_norm_backward` for the
+    arguments."""
+    op = "layer_norm_backward_partial"
+    p, dropout_scale, done = _start_fused_backward(
+        op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
+        dresidual_out, has_residual, profile)
+    if done is not None:
+        return done
+    n_rows, n_cols = p.dx.shape
+    acc = _acc_dtype(x.dtype)
+    block_n = next_power_of_2(n_cols)
+    block_m = _row_block(n_rows, block_n, _backward_tile(x.dtype, profile), profile)
+    # a few programs per compute unit: one (the source article's rule) left an H200's SMs
+    # with too few warps in flight to hide memory latency
+    partials = profile.compute_units * profile.partials_per_compute_unit
+    programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
+    dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
+    db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
+    _layer_norm_bwd_fused_kernel[(programs,)](
+        *_row_operands(p), dw, db if db is not None else dw,
+        n_rows, n_cols, *dropout_scale, ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
+        ATOMIC=False, SLICE_BROADCAST=profile.slice_broadcast,
+        num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **p.flags)
+    _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
+    return _grads(p)
+
+
+def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
+    n_rows, n_cols = p.dx.shape
+    dtype = p.x.dtype
+    block_n, num_warps = _tiled_block(n_cols, dtype, profile)
+    flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
+    mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
+    _layer_norm_bwd_dx_tiled_kernel[(profile.capped_grid(n_rows),)](
+        *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
+        num_warps=num_warps, **flags)
+    block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
+    _layer_norm_bwd_dwdb_kernel[(profile.capped_grid(cdiv(n_cols, block_n)),)](
+        p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
+        p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
+        BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
+        HAS_BIAS=p.dbias is not None, SELECT_LOADS=profile.select_loads,
+        SLICE_BROADCAST=profile.slice_broadcast, COMPUTE_FP64=p.flags["COMPUTE_FP64"],
+        num_warps=num_warps)
+    return _grads(p)
+
+
+def layer_norm_backward_tiled(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                              rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                              dresidual_out=None, has_residual: bool = False,
+                              profile: Profile):
+    """Backward for any row length: a dx kernel looping over column tiles (two passes per
+    row) and a dweight/dbias kernel over column blocks looping over rows. See
+    :func:`layer_norm_backward` for the arguments."""
+    op = "layer_norm_backward_tiled"
+    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
+                                         dropout_mask, dropout_p, dresidual_out, has_residual,
+                                         profile)
+    n_rows, n_cols = p.dx.shape
+    if n_rows == 0 or n_cols == 0:
+        return _grads(p)
+    return _backward_tiled(p, dropout_scale, profile)
+
+
+def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                        rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                        dresidual_out=None, has_residual: bool = False, profile: Profile):
+    """Gradients of :func:`layer_norm`: the deterministic partial-sum strategy when a row
+    fits the fused backward (half the fused tile), the tiled one otherwise.
+
+    ``x`` is the tensor that was normalized (the forward's ``residual_out`` when it is not
+    None), ``mean``/``rstd`` the forward's (``mean`` unused with ``rms=True``). With
+    dropout, pass the forward's ``dropout_mask`` and ``dropout_p``; with rowscale, the
+    same ``rowscale``; ``dresidual_out`` is the gradient flowing into ``residual_out``.
+    Returns ``(dx, dweight, dbias)``, dbias None when bias is None; with
+    ``has_residual=True`` also ``dresidual``, the residual's gradient: the gradient of
+    ``x'`` plus ``dresidual_out``, before dropout and rowscale (dx is that times
+    keep / (1 - p) * rowscale).
+    """
+    if _fits_fused_backward(x.shape[-1] if x.ndim else 1, x.dtype, profile):
+        strategy = layer_norm_backward_partial
+    else:
+        strategy = layer_norm_backward_tiled
+    return strategy(dy, x, weight, bias, mean, rstd, rms=rms, rowscale=rowscale,
+                    dropout_mask=dropout_mask, dropout_p=dropout_p,
+                    dresidual_out=dresidual_out, has_residual=has_residual, profile=profile)
+
+
+
+def rms_norm_backward(dy, x, weight, rstd, *, profile: Profile):
+    """Gradients of :func:`rms_norm`: ``(dx, dweight)``."""
+    dx, dweight, _ = layer_norm_backward(dy, x, weight, None, None, rstd, rms=True,
+                                         profile=profile)
+    return dx, dweight

@@ -1,0 +1,341 @@
+"""Layer norm and RMS norm forward over the last dimension.
+
+When a row fits the profile's fused tile (N <= MAX_FUSED_SIZE counted in float32
+elements, the dtype a held row has in registers), one kernel reads each element once: a
+program holds a [BLOCK_M, BLOCK_N] tile, a whole row per tile row, with BLOCK_M > 1 when N
+is small so that short rows still fill a program. It centres twice: x - mean0 is exact
+when |mean| >> std, and mean(d) restores what rounding mean0 lost. Longer rows take the
+tiled kernel, which walks column tiles twice: the sums of d = x - shift and d^2, the shift
+being the mean of the row's first tile, then the normalization (the second pass re-reads
+the row from cache). Neither E[x^2] - E[x]^2 cancellation nor the float32 rounding of a
+large mean reaches y. Every N runs. Options follow FlashAttention's Triton layer norm:
+rowscale, then dropout, then the residual add (prenorm: x' is returned as residual_out);
+mean and rstd are saved
+(float32, float64 for float64 inputs). Dropout draws tl.rand(seed, row * N + col): the
+Philox counter is the element's index, so the mask depends only on (seed, shape) and not
+on the tiling, the grid or the strategy.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+from ..grid_stride import block_range, launch_grid
+from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows,
+                    _check_vector, _dropout_scale, _dropout_scale_parts, _fits_fused,
+                    _forward_tile, _kahan_add, _load, _load_row_constants, _prenorm_input,
+                    _row_block, _row_offsets, _tile_offsets, _tiled_block, _to_acc)
+from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
+
+# --------------------------------------------------------------------------------------
+# Forward kernels.
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _layer_norm_fwd_fused_kernel(
+    X,                      # pointer to the input [n_rows, N], contiguous
+    Y,                      # pointer to the output, like X
+    W,                      # pointer to the weight [N]
+    B,                      # pointer to the bias [N] (unused without HAS_BIAS)
+    RESIDUAL,               # pointer to the residual, like X (unused without HAS_RESIDUAL)
+    RESIDUAL_OUT,           # pointer to x' = the normalized input, like X
+    ROWSCALE,               # pointer to the per-row scale [n_rows]
+    DROPOUT_MASK,           # pointer to the bool keep-mask, like X
+    MEAN,                   # pointer to the per-row mean [n_rows] (unused in RMS mode)
+    RSTD,                   # pointer to the per-row 1/std [n_rows]
+    n_rows,                 # rows of X
+    N,                      # columns of X: the normalized length
+    eps,                    # added to the variance
+    dropout_p,              # probability of dropping an element
+    scale_hi,               # 1 / (1 - dropout_p), rounded to float32
+    scale_lo,               # the rounding error, for float64 kernels
+    seed,                   # Philox seed of the dropout mask
+    BLOCK_M: tl.constexpr,  # rows per tile
+    BLOCK_N: tl.constexpr,  # columns per tile, >= N
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    STORE_RESIDUAL_OUT: tl.constexpr,
+    HAS_ROWSCALE: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    STORE_DROPOUT_MASK: tl.constexpr,
+    RNG_32BIT: tl.constexpr,    # 32-bit Philox counters (the profile's rng_counter_bits)
+    SELECT_LOADS: tl.constexpr,
+    SLICE_BROADCAST: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+    GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
+    PAIRED_SUMS: tl.constexpr,  # both sums in one tl.reduce (where the backend lowers it)
+):
+    pid = tl.program_id(0).to(tl.int64)  # int64 row offsets past 2^31 elements
+    dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
+    cols = tl.arange(0, BLOCK_N)
+    _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS)
+    # weight and bias are the same for every row: load them once per program
+    w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+    if HAS_BIAS:
+        b = _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+    step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
+    for block in range(pid, stop, step):
+        rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
+        rowscale = 1.0
+        if HAS_ROWSCALE:
+            rowscale = _to_acc(_load_row_constants(ROWSCALE, rows, n_rows, SELECT_LOADS,
+                                                   SLICE_BROADCAST), COMPUTE_FP64)
+        x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
+                           rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
+                           HAS_DROPOUT, STORE_DROPOUT_MASK, HAS_RESIDUAL, STORE_RESIDUAL_OUT,
+                           SELECT_LOADS, COMPUTE_FP64)
+        row_mask = rows < n_rows
+        if IS_RMS:
+            xc = x
+            var = tl.sum(x * x, axis=1) / N
+        else:
+            # the row is in registers: centre it before squaring, twice: d = x - mean0 is
+            # exact when |mean| >> std, and mean(d) is what rounding mean0 lost, so
+            # var = E[d^2] - mean(d)^2 cancels nothing. Both sums in one reduction.
+            mean0 = tl.sum(x, axis=1, keep_dims=True) / N
+            d = tl.where(mask, x - mean0, 0.0)
+            if PAIRED_SUMS:
+                sum_d, sum_dd = tl.reduce((d, d * d), 1, _add_pair, keep_dims=True)
+            else:
+                sum_d = tl.sum(d, axis=1, keep_dims=True)
+                sum_dd = tl.sum(d * d, axis=1, keep_dims=True)
+            mean_d = sum_d / N
+            xc = tl.where(mask, d - mean_d, 0.0)
+            # a row with inf or NaN: mean_d is NaN, the plain mean0 is what sum / N gives
+            mean = tl.sum(tl.where(mean_d == mean_d, mean0 + mean_d, mean0), axis=1)
+            tl.store(MEAN + rows, mean.to(MEAN.dtype.element_ty), mask=row_mask)
+            # rounding can leave a constant row's variance a hair below 0 (NaN stays NaN)
+            var = sum_dd / N - mean_d * mean_d
+            var = tl.sum(tl.where(var < 0, 0.0, var), axis=1)
+        rstd = 1.0 / tl.sqrt(var + eps)
+        tl.store(RSTD + rows, rstd.to(RSTD.dtype.element_ty), mask=row_mask)
+        y = xc * rstd[:, None] * w
+        if HAS_BIAS:
+            y += b
+        tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layer_norm_fwd_tiled_kernel(
+    # as _layer_norm_fwd_fused_kernel:
+    X, Y, W, B, RESIDUAL, RESIDUAL_OUT, ROWSCALE, DROPOUT_MASK, MEAN, RSTD,
+    n_rows, N, eps, dropout_p, scale_hi, scale_lo, seed,
+    BLOCK_N: tl.constexpr,  # columns per tile, < N: a row takes several tiles
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    STORE_RESIDUAL_OUT: tl.constexpr,
+    HAS_ROWSCALE: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    STORE_DROPOUT_MASK: tl.constexpr,
+    RNG_32BIT: tl.constexpr,    # 32-bit Philox counters (the profile's rng_counter_bits)
+    SELECT_LOADS: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    for row in range(pid, n_rows, tl.num_programs(0)):
+        rowscale = 1.0
+        if HAS_ROWSCALE:
+            rowscale = _to_acc(tl.load(ROWSCALE + row), COMPUTE_FP64)
+        # The shift: the mean of the row's first tile (x' recomputed, nothing stored).
+        # d = x' - shift is exact when |mean| >> std, and the tile is a fraction f of the
+        # row, so (mean - shift)^2 <= var / f: E[d^2] - E[d]^2 loses at most a factor
+        # 1 + 1/f of float32 rounding to cancellation, however the row is ordered. One
+        # pass then gathers the sums of d and d^2 (and x' is stored where asked).
+        shift = 0.0
+        if not IS_RMS:
+            cols = tl.arange(0, BLOCK_N)
+            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
+            x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
+                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
+                               HAS_DROPOUT, False, HAS_RESIDUAL, False, SELECT_LOADS,
+                               COMPUTE_FP64)
+            shift = tl.sum(x, axis=0) / tl.minimum(N, BLOCK_N)
+        sum_d = tl.zeros([BLOCK_N], dtype=acc_ty)
+        comp_d = tl.zeros([BLOCK_N], dtype=acc_ty)
+        sum_dd = tl.zeros([BLOCK_N], dtype=acc_ty)
+        sum_x = tl.zeros([BLOCK_N], dtype=acc_ty)
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
+            x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
+                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
+                               HAS_DROPOUT, STORE_DROPOUT_MASK, HAS_RESIDUAL,
+                               STORE_RESIDUAL_OUT, SELECT_LOADS, COMPUTE_FP64)
+            if IS_RMS:
+                sum_dd += x * x
+            else:
+                d = tl.where(mask, x - shift, 0.0)
+                sum_d, comp_d = _kahan_add(sum_d, comp_d, d)
+                sum_dd += d * d
+                sum_x += x
+        mean_d = 0.0
+        if IS_RMS:
+            var = tl.sum(sum_dd, axis=0) / N
+        else:
+            mean_d = tl.sum(sum_d, axis=0) / N
+            var = tl.sum(sum_dd, axis=0) / N - mean_d * mean_d
+            var = tl.where(var < 0, 0.0, var)  # rounding of a constant row (NaN stays NaN)
+            # a row with inf or NaN: mean_d is NaN; the plain sum / N is what torch gives
+            mean = tl.where(mean_d == mean_d, shift + mean_d, tl.sum(sum_x, axis=0) / N)
+            tl.store(MEAN + row, mean.to(MEAN.dtype.element_ty))
+        rstd = 1.0 / tl.sqrt(var + eps)
+        tl.store(RSTD + row, rstd.to(RSTD.dtype.element_ty))
+        # second pass: recompute x' (the same values: tl.rand is counter-based), normalize
+        for start in range(0, N, BLOCK_N):
+            cols = start + tl.arange(0, BLOCK_N)
+            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
+            x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
+                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
+                               HAS_DROPOUT, False, HAS_RESIDUAL, False, SELECT_LOADS,
+                               COMPUTE_FP64)
+            _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
+            w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            if IS_RMS:
+                y = x * rstd * w
+            else:
+                y = ((x - shift) - mean_d) * rstd * w
+            if HAS_BIAS:
+                y += _to_acc(_load(B, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+
+# --------------------------------------------------------------------------------------
+# Launchers.
+# --------------------------------------------------------------------------------------
+class LayerNormOutput(NamedTuple):
+    y: torch.Tensor
+    mean: torch.Tensor | None           # None in RMS mode
+    rstd: torch.Tensor
+    residual_out: torch.Tensor | None   # x', when a residual, rowscale or dropout was used
+    dropout_mask: torch.Tensor | None   # bool keep-mask, when asked for and dropout_p > 0
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               eps: float = 1e-5, *, residual: torch.Tensor | None = None,
+               rowscale: torch.Tensor | None = None, dropout_p: float = 0.0,
+               seed: int | None = None, return_dropout_mask: bool = False, rms: bool = False,
+               profile: Profile) -> LayerNormOutput:
+    """Layer norm (or RMS norm with ``rms=True``) of ``x`` over its last dim.
+
+    ``x' = dropout(x * rowscale[..., None]) + residual`` is normalized; it is returned as
+    ``residual_out`` (in the residual's dtype, else x's) whenever it differs from ``x``, and
+    it is the ``x`` the backward launchers take. ``seed`` fixes the dropout mask (drawn
+    from torch's generator when None); the bool keep-mask is returned when
+    ``return_dropout_mask`` and ``dropout_p > 0``. mean (None in RMS mode) and rstd have
+    shape ``x.shape[:-1]``, float32 (float64 for float64 inputs).
+    """
+    op = "layer_norm"
+    check_inputs(op, profile, DTYPES, x=x, weight=weight, bias=bias, residual=residual,
+                 rowscale=rowscale)
+    if x.ndim == 0:
+        raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
+    n_cols = x.shape[-1]
+    _check_vector(op, "weight", weight, n_cols)
+    _check_vector(op, "bias", bias, n_cols)
+    if residual is not None and residual.shape != x.shape:
+        raise ShapeMismatchError(f"{op}: residual must have x's shape {tuple(x.shape)}, "
+                                 f"got {tuple(residual.shape)}")
+    _check_rows(op, "rowscale", rowscale, x)
+    _check_dropout_p(op, dropout_p)
+    has_dropout = dropout_p > 0.0
+    if has_dropout and seed is None:
+        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    if seed is not None and not 0 <= int(seed) < 2**63:
+        raise ValueError(f"{op}: seed must be in [0, 2^63), got {seed}")
+
+    n_rows = x.shape[:-1].numel()
+    x2 = x.contiguous().reshape(n_rows, n_cols)
+    y = torch.empty_like(x2)
+    stat_shape = x.shape[:-1]
+    stat_dtype = _acc_dtype(x.dtype)
+    mean = None if rms else torch.empty(n_rows, dtype=stat_dtype, device=x.device)
+    rstd = torch.empty(n_rows, dtype=stat_dtype, device=x.device)
+    transformed = residual is not None or rowscale is not None or has_dropout
+    residual_out = None
+    if transformed:
+        res_dtype = residual.dtype if residual is not None else x.dtype
+        residual_out = torch.empty(n_rows, n_cols, dtype=res_dtype, device=x.device)
+    dropout_mask = None
+    if has_dropout and return_dropout_mask:
+        dropout_mask = torch.empty(n_rows, n_cols, dtype=torch.bool, device=x.device)
+
+    def shaped() -> LayerNormOutput:
+        return LayerNormOutput(
+            y.view(x.shape), None if mean is None else mean.view(stat_shape),
+            rstd.view(stat_shape),
+            None if residual_out is None else residual_out.view(x.shape),
+            None if dropout_mask is None else dropout_mask.view(x.shape))
+
+    if n_rows == 0 or n_cols == 0:
+        # no launch; the statistics of an empty row are 0/0
+        if mean is not None:
+            mean.fill_(float("nan"))
+        rstd.fill_(float("nan"))
+        return shaped()
+
+    res2 = residual.contiguous().view(n_rows, n_cols) if residual is not None else None
+    scale2 = rowscale.contiguous().view(n_rows) if rowscale is not None else None
+    w = weight.contiguous()
+    b = bias.contiguous() if bias is not None else None
+    # unused pointers get a valid tensor: the flags keep the kernel from touching them
+    common = (x2, y, w, b if b is not None else w, res2 if res2 is not None else x2,
+              residual_out if residual_out is not None else y,
+              scale2 if scale2 is not None else rstd,
+              dropout_mask if dropout_mask is not None else y,
+              mean if mean is not None else rstd, rstd,
+              n_rows, n_cols, float(eps), float(dropout_p), *_dropout_scale_parts(dropout_p),
+              int(seed) if seed is not None else 0)
+    flags = dict(IS_RMS=rms, HAS_BIAS=b is not None, HAS_RESIDUAL=res2 is not None,
+                 STORE_RESIDUAL_OUT=residual_out is not None, HAS_ROWSCALE=scale2 is not None,
+                 HAS_DROPOUT=has_dropout, STORE_DROPOUT_MASK=dropout_mask is not None,
+                 RNG_32BIT=profile.rng_counter_bits == 32,
+                 SELECT_LOADS=profile.select_loads, COMPUTE_FP64=x.dtype == torch.float64)
+    if _fits_fused(n_cols, x.dtype, profile, has_dropout):
+        block_n = next_power_of_2(n_cols)
+        block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile, has_dropout),
+                             profile)
+        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
+        _layer_norm_fwd_fused_kernel[grid](
+            *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
+            GRID_STRIDE=grid_stride, PAIRED_SUMS=profile.multi_operand_reduce,
+            num_warps=profile.num_warps_for(block_m * block_n, x.dtype),
+            **flags)
+    else:
+        block_n, num_warps = _tiled_block(n_cols, x.dtype, profile)
+        grid = (profile.capped_grid(n_rows),)
+        _layer_norm_fwd_tiled_kernel[grid](*common, BLOCK_N=block_n, num_warps=num_warps,
+                                           **flags)
+    return shaped()
+
+
+def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                       eps: float = 1e-5, *, profile: Profile):
+    """Plain layer norm returning the tuple ``(y, mean, rstd)``."""
+    out = layer_norm(x, weight, bias, eps, profile=profile)
+    return out.y, out.mean, out.rstd
+
+
+def layer_norm_residual_dropout(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                                residual: torch.Tensor, rowscale: torch.Tensor,
+                                eps: float = 1e-5, *, dropout_p: float = 0.25, seed: int = 0,
+                                profile: Profile):
+    """Prenorm layer norm with every option on, returning the tuple
+    ``(y, residual_out, mean, rstd, dropout_mask)``."""
+    out = layer_norm(x, weight, bias, eps, residual=residual, rowscale=rowscale,
+                     dropout_p=dropout_p, seed=seed, return_dropout_mask=True, profile=profile)
+    return out.y, out.residual_out, out.mean, out.rstd, out.dropout_mask
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, *, profile: Profile):
+    """RMS norm over the last dim: ``(y, rstd)``, y = x * rstd * weight."""
+    out = layer_norm(x, weight, None, eps, rms=True, profile=profile)
+    return out.y, out.rstd

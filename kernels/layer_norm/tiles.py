@@ -1,0 +1,303 @@
+"""Layer norm: what the forward and backward kernels share.
+
+Profile switches (constexpr, so one source serves every target): SELECT_LOADS clamps the
+load offsets of out-of-bounds lanes to the last valid row/column, loads unmasked and
+selects afterwards (SIMD NPUs read every masked-off address); SLICE_BROADCAST loads
+per-row constants (mean, rstd, rowscale) once as a [BLOCK_M] vector and broadcasts the
+values instead of loading through a [BLOCK_M, 1] pointer column. Grids are capped at the
+profile's MAX_GRID_NUM and programs walk rows (or row or column blocks) in grid-stride
+loops with int64 offsets.
+"""
+from __future__ import annotations
+
+import struct
+
+import torch
+import triton
+import triton.language as tl
+
+from triton_cts.execution.input_checks import ShapeMismatchError
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+STAT_DTYPES = (torch.float32, torch.float64)
+MASK_DTYPES = (torch.bool, torch.uint8)
+#: Rows per program the atomic backward tries when the profile lists no
+#: ``autotune.layer_norm_backward`` configs (filtered to those whose tile fits).
+DEFAULT_ROWS_PER_PROGRAM = (1, 4, 16, 64)
+
+
+# --------------------------------------------------------------------------------------
+# Helpers shared by the kernels.
+# --------------------------------------------------------------------------------------
+@triton.jit
+def _to_acc(v, COMPUTE_FP64: tl.constexpr):
+    # float64 inputs are computed in float64, all others in float32
+    return v.to(tl.float64) if COMPUTE_FP64 else v.to(tl.float32)
+
+
+@triton.jit
+def _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64: tl.constexpr):
+    # float arguments arrive as float32: float64 kernels rebuild 1 / (1 - p) from two parts
+    if COMPUTE_FP64:
+        return (tl.zeros([], dtype=tl.float64) + scale_hi) + scale_lo
+    else:
+        return scale_hi
+
+
+@triton.jit
+def _add_pair(a0, b0, a1, b1):
+    # combine function of a two-sum tl.reduce: both sums in one reduction pass
+    return a0 + a1, b0 + b1
+
+
+@triton.jit
+def _kahan_add(total, comp, v):
+    """Lane-wise compensated running sum: comp holds what rounding total dropped, so a
+    row summed over many tiles keeps the accuracy of one tree sum. An inf makes comp NaN:
+    it is reset so that total keeps plain-sum semantics (inf, or NaN for inf - inf)."""
+    y = v - comp
+    t = total + y
+    comp = (t - total) - y
+    return t, tl.where(comp == comp, comp, 0.0)
+
+
+@triton.jit
+def _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS: tl.constexpr):
+    """Offsets of tile rows x cols in a contiguous [n_rows, N] tensor: (store offsets,
+    load offsets, in-bounds mask). With SELECT_LOADS the load offsets of out-of-bounds
+    lanes are clamped to the last row/column, so an unmasked load stays inside the tensor."""
+    offs = rows[:, None] * N + cols[None, :]
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < N)
+    if SELECT_LOADS:
+        load_offs = tl.minimum(rows, n_rows - 1)[:, None] * N + tl.minimum(cols, N - 1)[None, :]
+    else:
+        load_offs = offs
+    return offs, load_offs, mask
+
+
+@triton.jit
+def _row_offsets(row, cols, N, SELECT_LOADS: tl.constexpr):
+    """The same for one row's column tile (the tiled kernels)."""
+    offs = row * N + cols
+    mask = cols < N
+    if SELECT_LOADS:
+        load_offs = row * N + tl.minimum(cols, N - 1)
+    else:
+        load_offs = offs
+    return offs, load_offs, mask
+
+
+@triton.jit
+def _load(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr):
+    # zero where mask is false; SELECT_LOADS: every address is valid, select afterwards
+    if SELECT_LOADS:
+        v = tl.load(PTR + load_offs)
+        v = tl.where(mask, v, tl.zeros_like(v))
+    else:
+        v = tl.load(PTR + load_offs, mask=mask, other=0)
+    return v
+
+
+@triton.jit
+def _load_row_constants(PTR, rows, n_rows, SELECT_LOADS: tl.constexpr,
+                        SLICE_BROADCAST: tl.constexpr):
+    """One value per tile row, as a [BLOCK_M, 1] column that broadcasts over the columns."""
+    if SELECT_LOADS:
+        # valid addresses for every lane; the caller masks the results of rows >= n_rows
+        rows = tl.minimum(rows, n_rows - 1)
+        if SLICE_BROADCAST:
+            v = tl.load(PTR + rows)[:, None]
+        else:
+            v = tl.load(PTR + rows[:, None])
+    else:
+        if SLICE_BROADCAST:
+            # one vector load, then broadcast the values
+            v = tl.load(PTR + rows, mask=rows < n_rows, other=0)[:, None]
+        else:
+            # a [BLOCK_M, 1] pointer column: coalesced and cached on GPUs
+            v = tl.load(PTR + rows[:, None], mask=rows[:, None] < n_rows, other=0)
+    return v
+
+
+@triton.jit
+def _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask, rowscale,
+                   dropout_p, dropout_scale, seed, RNG_32BIT: tl.constexpr,
+                   HAS_ROWSCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+                   STORE_DROPOUT_MASK: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                   STORE_RESIDUAL_OUT: tl.constexpr, SELECT_LOADS: tl.constexpr,
+                   COMPUTE_FP64: tl.constexpr):
+    """x' = dropout(x * rowscale) + residual for one tile (any shape), 0 out of bounds."""
+    x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+    if HAS_ROWSCALE:
+        x = x * rowscale
+    if HAS_DROPOUT:
+        # the Philox counter is the element index: same mask for every tiling and grid;
+        # compared in float32 everywhere (the interpreter passes float arguments as float64)
+        # (RNG_32BIT: a 32-bit counter, for backends without 64-bit Philox; it wraps
+        # every 2^32 elements)
+        counter = offs.to(tl.int32) if RNG_32BIT else offs
+        keep = tl.rand(seed, counter) > (tl.zeros([], dtype=tl.float32) + dropout_p)
+        x = tl.where(keep, x * dropout_scale, 0.0)
+        if STORE_DROPOUT_MASK:
+            tl.store(DROPOUT_MASK + offs, keep, mask=mask)
+    if HAS_RESIDUAL:
+        x += _to_acc(_load(RESIDUAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+    if STORE_RESIDUAL_OUT:
+        tl.store(RESIDUAL_OUT + offs, x.to(RESIDUAL_OUT.dtype.element_ty), mask=mask)
+    return x
+
+
+@triton.jit
+def _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale,
+                       offs, load_offs, mask, dropout_scale,
+                       HAS_DRESIDUAL_OUT: tl.constexpr, STORE_DRESIDUAL: tl.constexpr,
+                       HAS_DROPOUT: tl.constexpr, HAS_ROWSCALE: tl.constexpr,
+                       SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
+    """From the gradient of x' to those of the residual and of x (through dropout, rowscale)."""
+    if HAS_DRESIDUAL_OUT:
+        # prenorm: residual_out = x' was also used downstream
+        dx += _to_acc(_load(DRESIDUAL_OUT, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+    if STORE_DRESIDUAL:
+        tl.store(DRESIDUAL + offs, dx.to(DRESIDUAL.dtype.element_ty), mask=mask)
+    if HAS_DROPOUT:
+        keep = _load(DROPOUT_MASK, load_offs, mask, SELECT_LOADS)
+        dx = tl.where(keep != 0, dx * dropout_scale, 0.0)
+    if HAS_ROWSCALE:
+        dx = dx * rowscale
+    tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+
+# --------------------------------------------------------------------------------------
+# Tile sizes (from the profile) and argument checks.
+# --------------------------------------------------------------------------------------
+def _prev_power_of_2(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What the kernels compute in and save mean/rstd in: float32, float64 for float64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _row_tile(dtype: torch.dtype, profile: Profile) -> int:
+    """Most columns of one row a program holds at once. A held row is float32 in registers
+    whatever the input dtype, so MAX_FUSED_SIZE is counted in float32 elements: counted in
+    bf16 elements, a 32768-column row spilled (224 bytes of stack on sm_90) and the bf16
+    forward ran at a third of the float32 one's bandwidth on an H200."""
+    return profile.max_fused_elements(_acc_dtype(dtype))
+
+
+def _forward_row_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
+    """Most elements a fused forward program holds: the row tile, half of it with dropout,
+    whose Philox rounds keep about as many 32-bit words live again (one 4096-column float32
+    row with dropout needed 278560 bytes of the NPU's 196608-byte unified buffer, bishengir
+    UB check, triton-ascend 3.2; without dropout it fits)."""
+    tile = _row_tile(dtype, profile)
+    return max(1, tile // 2) if dropout else tile
+
+
+def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile, dropout: bool) -> bool:
+    return n_cols <= _forward_row_tile(dtype, profile, dropout)
+
+
+def _backward_row_tile(dtype: torch.dtype, profile: Profile) -> int:
+    """Longest row the fused backward holds: half the row tile. Per column it keeps x, dy,
+    the weight, dx and the dweight/dbias sums, about twice the forward's arrays: at the
+    full row tile (16384 columns on sm_90) it spilled 184 to 384 bytes a thread at 16 or 32
+    warps, and took 250 us where torch's backward took 262 (bf16 4096x16384, H200)."""
+    return max(1, _row_tile(dtype, profile) // 2)
+
+
+def _fits_fused_backward(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
+    return n_cols <= _backward_row_tile(dtype, profile)
+
+
+#: Tile-wide arrays a tiled kernel keeps live: the tile and up to four accumulators.
+TILED_ARRAYS = 4
+
+
+def _tiled_block(n_cols: int, dtype: torch.dtype, profile: Profile) -> tuple[int, int]:
+    """(columns per tile, num_warps) of the tiled kernels. Beside the tile they keep
+    tile-wide accumulators, so a tile is the row tile over TILED_ARRAYS and gets the warps
+    of the registers all of them take: whole row tiles spilled 64 to 152 bytes a thread
+    on sm_90, and half ones at 16 warps crashed the AMD backend's LLVM (float64 with
+    dropout, triton 3.9)."""
+    block = min(max(1, _row_tile(dtype, profile) // TILED_ARRAYS), next_power_of_2(n_cols))
+    return block, profile.num_warps_for(TILED_ARRAYS * block, dtype)
+
+
+def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
+    """Rows per tile of the fused kernels when a row is short: rows are added up to
+    ``tile`` elements, but no more than leaves every compute unit a row block."""
+    fill = max(1, tile // block_n)
+    share = _prev_power_of_2(cdiv(n_rows, profile.compute_units))
+    return max(1, min(fill, share))
+
+
+def _forward_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
+    # short rows stack up to the profile's row stack, longer ones get a program each:
+    # many small programs hide memory latency better than few wide ones (on an H200, one
+    # 1024-column row per program ran 25-39% faster than stacking rows up to the fused tile)
+    stack = profile.row_stack_elements(dtype)
+    return min(stack, _forward_row_tile(dtype, profile, True)) if dropout else stack
+
+
+def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
+    # short rows of the fused backward stack up to half its row tile: it keeps twice the
+    # forward's arrays (x, dy, xhat, dy * w, dx, all float32) and then the dweight/dbias
+    # sums. (Stacking them only up to an elementwise block of 1024 float32 elements took
+    # float32 forward+backward at 32768x1024 from 0.175 to 0.29 ms on an H200.)
+    return max(1, _backward_row_tile(dtype, profile) // 2)
+
+
+def _column_block(n_cols: int, profile: Profile) -> int:
+    """Columns per program of the column-block kernels: enough programs for every compute
+    unit, at least a warp's width of contiguous elements per row."""
+    want = next_power_of_2(cdiv(n_cols, profile.compute_units))
+    return max(1, min(next_power_of_2(n_cols), max(profile.warp_size, want)))
+
+
+def _column_sum_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
+                     profile: Profile) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) of the dweight/dbias kernel. Each program walks every
+    row, so its speed is how many loads are in flight: the profile's measured tile where it
+    has one (on an H200 a 32x32 tile at 8 warps, many programs a SM, took 0.71x the time
+    of the default at bf16 4096x16384), otherwise a column block per compute unit with
+    [BLOCK_M, BLOCK_N] tiles of x, dy and the two sums filling half a row tile."""
+    tile = profile.column_sum_tile
+    if tile is not None:
+        rows, cols, num_warps = tile
+        return (min(rows, next_power_of_2(n_rows)), min(cols, next_power_of_2(n_cols)),
+                num_warps)
+    block_n = _column_block(n_cols, profile)
+    block_m = max(1, min(next_power_of_2(n_rows),
+                         _backward_row_tile(dtype, profile) // block_n))
+    return block_m, block_n, profile.num_warps_for(2 * block_m * block_n, dtype)
+
+
+def _check_vector(op: str, name: str, t: torch.Tensor | None, n: int) -> None:
+    if t is not None and tuple(t.shape) != (n,):
+        raise ShapeMismatchError(f"{op}: '{name}' must have shape ({n},) to match the last "
+                                 f"dim of x, got {tuple(t.shape)}")
+
+
+def _check_rows(op: str, name: str, t: torch.Tensor | None, x: torch.Tensor) -> None:
+    rows = x.shape[:-1].numel()
+    if t is not None and t.numel() != rows:
+        raise ShapeMismatchError(f"{op}: '{name}' must hold one value per row of x, shape "
+                                 f"{tuple(x.shape[:-1])}, got shape {tuple(t.shape)}")
+
+
+def _dropout_scale_parts(dropout_p: float) -> tuple[float, float]:
+    """1 / (1 - dropout_p) as float32 plus its rounding error (float kernel arguments are
+    float32; float64 kernels add the parts back)."""
+    scale = 1.0 / (1.0 - dropout_p)
+    hi = struct.unpack("f", struct.pack("f", scale))[0]  # round to float32, off the GPU
+    return hi, scale - hi
+
+
+def _check_dropout_p(op: str, dropout_p: float) -> None:
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p}")

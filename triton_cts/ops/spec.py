@@ -1,0 +1,83 @@
+"""What an op is: its :class:`OpSpec`, one per op, declared in the op family modules beside
+this one (``triton_cts/ops/<family>.py``) and listed in :mod:`triton_cts.ops.catalog`.
+
+An OpSpec holds the op's float64 torch reference, the dtypes and shapes it accepts, how to
+build its arguments from one input tensor, tolerance defaults and error models, and the
+reference kernel's launcher. Suites iterate the catalog; they hold no per-op code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import torch
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Metadata of one op. ``make_args(x, generator)`` builds the call's positional
+    arguments and keyword options from the drawn input ``x``; ``reference`` takes the same
+    arguments upcast to float64 and returns the expected output(s)."""
+
+    name: str
+    description: str
+    reference: Callable[..., torch.Tensor]
+    reference_kernel: str                       # "kernels.<family>:<launcher>"
+    dtypes: tuple[torch.dtype, ...]
+    make_args: Callable[[torch.Tensor, torch.Generator], tuple[tuple, dict]]
+    min_ndim: int = 1
+    max_ndim: int = 4
+    tolerances: Mapping[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+    #: Shapes the compile suite cross-compiles (the launcher's specializations at these).
+    compile_shapes: tuple[tuple[int, ...], ...] = ((4096,),)
+    #: Other reference-kernel strategies for the same op, name -> "module:function"; each
+    #: is registered as implementation "reference/<name>" and checked like the default.
+    variants: Mapping[str, str] = field(default_factory=dict)
+    #: Metamorphic relations that hold for the op (names from suites/relations.py).
+    relations: tuple[str, ...] = ()
+    #: (rtol, atol) for float32 where the profile runs float32 dots as tf32, on a device.
+    tf32_tolerance: tuple[float, float] | None = None
+    #: Where rounding error grows with the inputs' magnitude rather than the result's (a
+    #: dot product of large terms that cancel), ``error_scale(*args64)`` gives, per output,
+    #: the magnitude atol is multiplied by; None keeps atol as is.
+    error_scale: Callable[..., tuple] | None = None
+    #: Where an input is a rounded copy of something an implementation may also recompute
+    #: (the float32 mean and rstd a backward receives), two answers are right: the
+    #: gradient at the statistics given and the one at the exact statistics.
+    #: ``ambiguity(*args64)`` gives, per output, the elementwise gap between them (or None);
+    #: it is added to the bound.
+    ambiguity: Callable[..., tuple] | None = None
+    #: Where the op is ill-conditioned at some inputs, so that any correct implementation
+    #: errs by more than the output's rounding (a normalisation of values whose mean dwarfs
+    #: their spread: the computed mean carries a rounding error proportional to the
+    #: values' magnitude, which the division by the spread amplifies; a softmax backward
+    #: whose dy - sum(dy * y) cancels), ``conditioning(*args64, dtype=input_dtype)`` gives,
+    #: per output, the absolute error such an implementation may make (or None); it is
+    #: added to the bound. Models in triton_cts/ops/error_models.py.
+    conditioning: Callable[..., tuple] | None = None
+    #: "module:function" of a differentiable launcher taking the op's forward arguments
+    #: (what make_args builds) and returning the op's first output; gradcheck runs it.
+    autograd: str | None = None
+    #: Known gaps of an execution mode: {(mode, dtype): reason}; reported as not supported.
+    mode_gaps: Mapping[tuple[str, torch.dtype], str] = field(default_factory=dict)
+    #: Implementations declared bitwise reproducible from run to run (same inputs,
+    #: profile and shape), by implementation name ("reference", "reference/partial"):
+    #: the atomics suite checks them bit for bit, others within the op's tolerance.
+    deterministic: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"op name '{self.name}' must be an identifier")
+        if self.min_ndim < 0 or self.max_ndim < self.min_ndim:
+            raise ValueError(f"op '{self.name}': need 0 <= min_ndim <= max_ndim")
+        if not self.dtypes:
+            raise ValueError(f"op '{self.name}': dtypes must not be empty")
+
+    def __repr__(self) -> str:
+        return f"OpSpec({self.name})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' example printer
+        printer.text(repr(self))
+
+    def supported_dtypes(self, profile) -> list[torch.dtype]:
+        return profile.supported_dtypes(self.dtypes)

@@ -1,0 +1,264 @@
+"""The :class:`Profile` object the launchers and suites read hardware constants from, and
+the loader of profile files (``vendor_profiles/*.toml``), validated against
+:mod:`triton_cts.profiles.schema` on load.
+"""
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import torch
+
+from triton_cts import PROFILE_DIR
+from triton_cts.profiles.schema import ProfileError, validate
+
+# --------------------------------------------------------------------------------------
+# The Profile object the launchers and suites use.
+# --------------------------------------------------------------------------------------
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of non-negative ints, for launchers: ``triton.cdiv`` is a constexpr
+    function whose host-side call costs a few microseconds, several times per launch.
+    Written as Triton writes it, (a + b - 1) // b: a heuristic or grid may also be handed
+    the interpreter's integer tensors, whose // truncates, and -(-a // b) then gives 0."""
+    return (a + b - 1) // b
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One hardware target. Launchers take every hardware constant from here."""
+
+    name: str
+    vendor: str
+    description: str
+    source: str
+    data: Mapping[str, Any] = field(repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return f"Profile({self.name})"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' falsifying-example printer
+        printer.text(repr(self))
+
+    # ---- plain fields -----------------------------------------------------------------
+    def __getitem__(self, dotted: str) -> Any:
+        """``profile["limits.grid_max"]``: raw access to any field by its dotted path."""
+        node: Any = self.data
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+
+    @property
+    def backend(self) -> str:
+        return self.data["target"]["backend"]
+
+    @property
+    def arch(self) -> int | str:
+        return self.data["target"]["arch"]
+
+    @property
+    def warp_size(self) -> int:
+        return self.data["target"]["warp_size"]
+
+    @property
+    def rng_counter_bits(self) -> int:
+        """Width of the Philox counters kernels give tl.rand (64 unless the backend lacks it)."""
+        return self.data["target"].get("rng_counter_bits", 64)
+
+    @property
+    def multi_operand_reduce(self) -> bool:
+        """Whether kernels may fuse several sums into one ``tl.reduce`` over a tuple."""
+        return self.data["target"].get("multi_operand_reduce", True)
+
+    @property
+    def compute_units(self) -> int:
+        return self.data["limits"]["compute_units"]
+
+    @property
+    def max_grid_num(self) -> int:
+        return self.data["launch"]["max_grid_num"]
+
+    @property
+    def max_num_warps(self) -> int:
+        return self.data["limits"]["max_num_warps"]
+
+    @property
+    def grid_max(self) -> tuple[int, int, int]:
+        return tuple(self.data["limits"]["grid_max"])
+
+    @property
+    def grid_max_product(self) -> int:
+        return self.data["limits"]["grid_max_product"]
+
+    @property
+    def select_loads(self) -> bool:
+        """True where masked-off lanes must still read valid addresses (SIMD-style NPUs)."""
+        return self.data["io"]["load"] == "select"
+
+    @property
+    def slice_broadcast(self) -> bool:
+        """True where per-row constants are loaded once as a vector, then broadcast."""
+        return self.data["io"]["row_constants"] == "slice_broadcast"
+
+    # ---- helpers for launchers --------------------------------------------------------
+    def max_fused_elements(self, dtype: torch.dtype) -> int:
+        """Most elements of ``dtype`` one program may hold (MAX_FUSED_SIZE is in bytes)."""
+        return max(1, self.data["launch"]["max_fused_size_bytes"] // dtype.itemsize)
+
+    def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
+        """Elements per program for an elementwise kernel over ``n`` elements."""
+        block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)
+        return block if n is None else min(block, next_power_of_2(max(n, 1)))
+
+    def row_stack_elements(self, dtype: torch.dtype) -> int:
+        """Elements of ``dtype`` that row-wise kernels stack into one program when rows are
+        short (whole rows, never past MAX_FUSED_SIZE); a longer row gets a program alone."""
+        stack = min(self.data["launch"]["row_stack_bytes"],
+                    self.data["launch"]["max_fused_size_bytes"])
+        return max(1, stack // dtype.itemsize)
+
+    @property
+    def partials_per_compute_unit(self) -> int:
+        return self.data["launch"]["partials_per_compute_unit"]
+
+    def num_warps_for(self, block: int, dtype: torch.dtype | None = None) -> int:
+        """num_warps for a program of ``block`` elements, by the profile's threshold table.
+        ``dtype`` is the dtype of the data the program holds (its input): 32-bit and wider
+        data take ``num_warps_by_block_32bit`` where the profile has one, and elements are
+        counted in 32-bit registers (a float64 element counts twice, as it takes two)."""
+        launch = self.data["launch"]
+        table = launch["num_warps_by_block"]
+        if dtype is not None:
+            if dtype.itemsize >= 4:
+                table = launch.get("num_warps_by_block_32bit", table)
+            block *= max(1, dtype.itemsize // 4)
+        warps = launch["default_num_warps"]
+        for threshold, w in table:
+            if block >= threshold:
+                warps = w
+        return min(warps, self.max_num_warps)
+
+    @property
+    def tile_row_min_bytes(self) -> int:
+        """Bytes the innermost row of an on-chip tile occupies at least: a tile whose
+        innermost axis is narrower is padded to it (0: no padding, as in registers)."""
+        return self.data["launch"].get("tile_row_min_bytes", 0)
+
+    @property
+    def column_sum_tile(self) -> tuple[int, int, int] | None:
+        """(rows, columns, num_warps) of a program that sums a column block over all rows
+        (the layer-norm dweight/dbias kernel), where the profile measured one; None where
+        the launcher sizes the tile itself."""
+        tile = self.data["launch"].get("column_sum_tile")
+        return None if tile is None else tuple(tile)
+
+    def capped_grid(self, programs: int) -> int:
+        """Programs to launch for ``programs`` units of work: launchers loop inside above it."""
+        return max(1, min(programs, self.max_grid_num))
+
+    def supports_dtype(self, dtype: torch.dtype) -> bool:
+        return dtype in self._supported_dtypes
+
+    @functools.cached_property
+    def _supported_dtypes(self) -> frozenset:
+        # launchers ask on every call: a set lookup keeps the check off the launch path
+        return frozenset(getattr(torch, name) for name in self.data["dtypes"]["supported"]
+                         if isinstance(getattr(torch, name, None), torch.dtype))
+
+    def supports_atomic(self, op: str, dtype: torch.dtype) -> bool:
+        return str(dtype).removeprefix("torch.") in self.data["atomics"][op]
+
+    def supported_dtypes(self, candidates: Iterable[torch.dtype]) -> list[torch.dtype]:
+        return [d for d in candidates if self.supports_dtype(d)]
+
+    def tolerance_override(self, op: str, dtype: torch.dtype) -> tuple[float, float] | None:
+        tol = self.data.get("tolerances", {}).get(op, {}).get(str(dtype).removeprefix("torch."))
+        return None if tol is None else (float(tol["rtol"]), float(tol["atol"]))
+
+    def autotune_configs(self, op: str) -> list[dict[str, int]] | None:
+        configs = self.data.get("autotune", {}).get(op)
+        return None if configs is None else [dict(c) for c in configs]
+
+    def peak_bandwidth_gbs(self) -> float:
+        return float(self.data["peak"]["memory_bandwidth_gbs"])
+
+    def gpu_target(self):
+        """Triton's GPUTarget for cross-compiling (CUDA and HIP only)."""
+        from triton.backends.compiler import GPUTarget
+        if self.backend == "npu":
+            raise NotImplementedError("upstream Triton has no Ascend target")
+        return GPUTarget(self.backend, self.arch, self.warp_size)
+
+    def derive(self, name: str | None = None, **changes: Any) -> "Profile":
+        """A copy with some fields changed, validated like a file: ``derive(**{"launch.max_grid_num": 2})``."""
+        data = _deepcopy(self.data)
+        for dotted, value in changes.items():
+            node = data
+            *parents, last = dotted.replace("__", ".").split(".")
+            for part in parents:
+                node = node[part]
+            if last not in node:
+                raise ProfileError(f"derived from {self.name}", dotted, "unknown field")
+            node[last] = value
+        data["name"] = name or f"{self.name}~derived"
+        return profile_from_dict(data, source=f"derived from {self.name}")
+
+
+
+def _deepcopy(obj):
+    if isinstance(obj, Mapping):
+        return {k: _deepcopy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_deepcopy(v) for v in obj]
+    return obj
+
+
+def profile_from_dict(data: dict, source: str = "<dict>") -> Profile:
+    validate(data, source)
+    return Profile(name=data["name"], vendor=data["vendor"], description=data["description"],
+                   source=source, data=_deepcopy(data))
+
+
+def load_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ProfileError(source, "", f"cannot read file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(source, "", f"not UTF-8 text: {exc}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(source, "", f"not valid TOML: {exc}") from exc
+    profile = profile_from_dict(data, source)
+    if profile.name != path.stem:
+        raise ProfileError(source, "name",
+                           f"expected the file's stem '{path.stem}', got '{profile.name}'")
+    return profile
+
+
+def load_profiles(extra_dirs: Iterable[str | Path] = ()) -> dict[str, Profile]:
+    """Every bundled profile plus those in ``extra_dirs``; a later dir may not shadow a name."""
+    profiles: dict[str, Profile] = {}
+    for directory in (PROFILE_DIR, *map(Path, extra_dirs)):
+        if not directory.is_dir():
+            raise ProfileError(str(directory), "", "profile directory does not exist")
+        for path in sorted(directory.glob("*.toml")):
+            profile = load_profile(path)
+            if profile.name in profiles:
+                raise ProfileError(str(path), "name", f"profile '{profile.name}' is already "
+                                                      f"defined in {profiles[profile.name].source}")
+            profiles[profile.name] = profile
+    return profiles
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

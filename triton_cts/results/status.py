@@ -1,0 +1,146 @@
+"""The status model: how one check ended (:class:`Status`), which statuses conform, and how
+a pytest outcome (phase, outcome, message, traceback) maps to a status.
+
+A run conforms when every record is Pass, NotSupported, QualityWarning or Waived.
+"""
+from __future__ import annotations
+
+import enum
+import re
+
+NOT_SUPPORTED = "not supported: "  # the plugin's skip-reason prefix
+WAIVED = "waived: "                # the reason prefix of an expectation's xfail/skip marker
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    NOT_SUPPORTED = "not_supported"
+    WAIVED = "waived"
+    QUALITY_WARNING = "quality_warning"
+    UNEXPECTED_PASS = "unexpected_pass"
+    FAIL = "fail"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    HARNESS_ERROR = "harness_error"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def severity(self) -> int:
+        """Order for "worst status": declaration order, least to most severe."""
+        return list(Status).index(self)
+
+    @property
+    def conforms(self) -> bool:
+        return self in CONFORMING
+
+    @property
+    def short(self) -> str:
+        return SHORT[self]
+
+
+CONFORMING = frozenset({Status.PASS, Status.NOT_SUPPORTED, Status.QUALITY_WARNING, Status.WAIVED})
+SHORT = {Status.PASS: "P", Status.NOT_SUPPORTED: "N", Status.WAIVED: "W",
+         Status.QUALITY_WARNING: "Q", Status.UNEXPECTED_PASS: "U", Status.FAIL: "F",
+         Status.TIMEOUT: "T", Status.CRASH: "C", Status.HARNESS_ERROR: "H"}
+
+
+def worst(statuses) -> Status | None:
+    statuses = [Status(s) for s in statuses]
+    return max(statuses, key=lambda s: s.severity) if statuses else None
+
+
+# ---- quality warnings --------------------------------------------------------------------
+class QualityWarning(UserWarning):
+    """Within spec but poor (spills, low occupancy, slow). A check that emits one (or any
+    warning whose category name ends in ``QualityWarning``, such as the compile suite's
+    ``CompileQualityWarning``), or records ``record_property("quality_warning", text)``,
+    and otherwise passes, is reported as QualityWarning."""
+
+
+def is_quality_warning(category) -> bool:
+    return isinstance(category, type) and (issubclass(category, QualityWarning)
+                                           or category.__name__.endswith("QualityWarning"))
+
+
+class ExpectationWarning(UserWarning):
+    """An expectation entry that matches no collected test."""
+
+
+# ---- classifying pytest outcomes ---------------------------------------------------------
+_TIMEOUT = re.compile(r"\b(Timeout|TimeoutError|TimeoutExpired|DeadlineExceeded)\b")
+_CRASH = re.compile(r"worker '?\w+'? crashed while running|Fatal Python error|Segmentation fault")
+_EXC_TYPE = re.compile(r"^([\w.]+(?:Error|Exception|Failure|Failed|Group|Exit|Interrupt)\b)")
+
+
+def classify_phase(when: str, outcome: str, message: str = "", longrepr: str = "",
+                   wasxfail: str | None = None) -> tuple[Status, str]:
+    """Status and reason of one pytest phase report (setup, call, teardown, or a crash
+    report made by xdist). ``message`` is the crash line ("AssertionError: ..."),
+    ``longrepr`` the full failure text."""
+    if outcome == "passed":
+        if wasxfail is not None:  # a non-strict (flaky) expectation that passed
+            return Status.PASS, f"passed; expected flaky: {wasxfail}"
+        return Status.PASS, ""
+    if outcome == "skipped":
+        if wasxfail is not None:
+            return Status.WAIVED, wasxfail
+        if message.startswith(NOT_SUPPORTED):
+            return Status.NOT_SUPPORTED, message.removeprefix(NOT_SUPPORTED)
+        if message.startswith(WAIVED):
+            return Status.WAIVED, message
+        # A skip that does not say why the target cannot be checked is the suite's fault.
+        return Status.HARNESS_ERROR, f"skipped without a '{NOT_SUPPORTED}' reason: {message}"
+    text = longrepr or message
+    if _CRASH.search(text) or when not in ("setup", "call", "teardown"):
+        return Status.CRASH, first_line(text)
+    if text.startswith("[XPASS(strict)]"):
+        return Status.UNEXPECTED_PASS, text.removeprefix("[XPASS(strict)]").strip()
+    if _TIMEOUT.search(message) or message.startswith("Failed: Timeout"):
+        return Status.TIMEOUT, first_line(message)
+    if when != "call":
+        return Status.HARNESS_ERROR, f"error in {when}: {first_line(message or text)}"
+    return (Status.FAIL if blames_the_target(message, text) else Status.HARNESS_ERROR,
+            first_line(message or text))
+
+
+def blames_the_target(message: str, longrepr: str) -> bool:
+    """A call-phase failure is the implementation's (Fail) when it is an assertion, carries
+    the check's repro line (the suites add it to any exception the implementation raises),
+    or comes from Triton (a compile error); any other exception is the harness's."""
+    m = _EXC_TYPE.match(message)
+    exc = m.group(1) if m else ""
+    return (not exc or exc.endswith(("AssertionError", "Failed", "Failure"))
+            or exc.startswith("triton.") or "reproduce:" in longrepr or "reproduce:" in message)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+_SHAPE = re.compile(r"\bshape=(\([\d, ]*\))")
+
+
+def falsifying_example(longrepr: str) -> str | None:
+    """Hypothesis' "Falsifying example" block ("Failing test case" since hypothesis
+    6.16x), with its Draw lines and the reproduce_failure hint, from a failure text,
+    without pytest's "E   " margin."""
+    out = []
+    for line in longrepr.splitlines():
+        in_e_block = line.startswith("E ") or line == "E"
+        line = re.sub(r"^E(?: {7}| *$)", "", line) if in_e_block else line
+        if not out and (line.startswith("Falsifying") and "example" in line
+                        or line.startswith("Failing test case")):
+            out.append(line)
+        elif out:
+            if not in_e_block and not line.startswith(" "):
+                break
+            out.append(line)
+    return "\n".join(out).strip() or None
+
+
+def failing_shape(longrepr: str) -> str | None:
+    m = _SHAPE.search(longrepr)
+    return m.group(1) if m else None
