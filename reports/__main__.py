@@ -1,5 +1,7 @@
 """``python -m reports COMMAND``: merge shards, render HTML, diff two runs, print the
-summary matrix. Exit status: 0 ok, 1 does not conform / regressed, 2 bad input."""
+summary matrix. Exit status: 0 ok, 1 does not conform / regressed / the run was
+interrupted or is incomplete (merge and html write their output first), 2 bad input (and
+an incomplete shard set without --allow-partial)."""
 from __future__ import annotations
 
 import argparse
@@ -9,17 +11,36 @@ from tabulate import tabulate
 
 from reports.diff import diff
 from reports.merge import merge
-from triton_cts.results.records import conforms, summary_table, verdict
+from triton_cts.results.records import conforms, outcome, run_problems, summary_table, verdict
 from triton_cts.results.report_io import ReportError, atomic_write, dump_report, load_report
+
+
+def _bad_evidence(doc: dict) -> bool:
+    """The run was interrupted, or the report is an incomplete merge."""
+    return outcome(doc["records"], doc.get("run")) in ("interrupted", "incomplete")
+
+
+def _print_problems(doc: dict, out=sys.stdout, limit: int = 20) -> None:
+    run = doc.get("run") or {}
+    for problem in run_problems(doc["records"], run):
+        print(problem, file=out)
+    not_run = run.get("not_run") or []
+    if run.get("interrupted") and not_run:
+        print(f"never ran ({len(not_run)}):", file=out)
+        for tid in not_run[:limit]:
+            print(f"  {tid}", file=out)
+        if len(not_run) > limit:
+            print(f"  ... and {len(not_run) - limit} more", file=out)
 
 
 def cmd_merge(args) -> int:
     docs = [(path, load_report(path, any_version=args.force)) for path in args.shards]
-    doc = merge(docs, force=args.force)
+    doc = merge(docs, force=args.force, allow_partial=args.allow_partial)
     dump_report(doc, args.output)
     print(f"merged {len(docs)} shard(s), {len(doc['records'])} records -> {args.output}")
-    print(verdict(doc["records"]))
-    return 0
+    _print_problems(doc)
+    print(verdict(doc["records"], doc.get("run")))
+    return 1 if _bad_evidence(doc) else 0
 
 
 def cmd_html(args) -> int:
@@ -28,6 +49,9 @@ def cmd_html(args) -> int:
     doc = load_report(args.report)
     atomic_write(args.output, render(doc))
     print(f"{len(doc['records'])} records -> {args.output}")
+    if _bad_evidence(doc):
+        print(verdict(doc["records"], doc.get("run")))
+        return 1
     return 0
 
 
@@ -38,28 +62,49 @@ def cmd_summary(args) -> int:
         print(f"unexpected pass (remove its expectation entry): {tid}")
     for msg in (doc.get("expectations") or {}).get("stale", []):
         print(f"stale {msg}")
-    print(verdict(doc["records"]))
-    return 0 if conforms(doc["records"]) else 1
+    _print_problems(doc)
+    print(verdict(doc["records"], doc.get("run")))
+    return 0 if conforms(doc["records"], doc.get("run")) else 1
+
+
+def _ratio(d, tid) -> str:
+    r = d.ratios.get(tid)
+    return "-" if r is None else "inf" if r == float("inf") else f"{r:.3g}x"
 
 
 def cmd_diff(args) -> int:
     old, new = load_report(args.old), load_report(args.new)
-    d = diff(old, new)
-    sections = [("new failures", d.new_failures), ("fixes", d.fixes),
-                ("other status changes", d.changed), ("new checks", d.added),
-                ("checks no longer run", d.removed)]
-    for title, rows in sections:
+    d = diff(old, new, allow_removed=args.allow_removed)
+    if d.new_failures:
+        print(f"new failures, most out of bounds first ({len(d.new_failures)}):")
+        print(tabulate([(t, a or "-", b, _ratio(d, t)) for t, a, b in d.new_failures],
+                       headers=["test id", "old", "new", "error/bound"]))
+        print()
+    if d.selection_changed:
+        print("selection changed: " + "; ".join(d.selection_changed))
+        print()
+    sections = [("fixes", d.fixes, "new"), ("other status changes", d.changed, "new"),
+                ("new checks", d.added, "new"),
+                ("checks no longer run: a regression (pass --allow-removed if the selection "
+                 "changed on purpose)", d.removed, "new"),
+                ("checks no longer run, left out by the new selection", d.removed_accepted, "why")]
+    for title, rows, last in sections:
         if rows:
             print(f"{title} ({len(rows)}):")
             print(tabulate([(t, a or "-", b or "-") for t, a, b in rows],
-                           headers=["test id", "old", "new"]))
+                           headers=["test id", "old", last]))
             print()
     if d.compile_regressions:
         print(f"compile-stat regressions ({len(d.compile_regressions)}):")
         print(tabulate(d.compile_regressions, headers=["test id", "kernel", "stat", "old", "new"]))
         print()
+    for problem in d.new_run_problems:
+        print(f"new run: {problem}")
     print(f"{len(d.new_failures)} new failure(s), {len(d.fixes)} fix(es), "
-          f"{len(d.compile_regressions)} compile-stat regression(s)")
+          f"{len(d.removed)} check(s) no longer run, "
+          f"{len(d.compile_regressions)} compile-stat regression(s)"
+          + (f"; the new run: {verdict(new['records'], new.get('run'))}" if d.new_run_problems
+             else ""))
     return 1 if d.regressed else 0
 
 
@@ -71,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("-o", "--output", required=True, metavar="OUT.json")
     m.add_argument("--force", action="store_true",
                    help="merge even if triton/torch or schema versions differ, or test ids repeat")
+    m.add_argument("--allow-partial", action="store_true",
+                   help="merge an incomplete shard set (a shard missing, shards of different "
+                        "selections) into a report marked incomplete: it never conforms")
     m.set_defaults(run=cmd_merge)
     h = sub.add_parser("html", help="render a JSON report as one self-contained HTML file")
     h.add_argument("report", metavar="IN.json")
@@ -79,6 +127,9 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="list transitions from OLD to NEW (exit 1 on regressions)")
     d.add_argument("old", metavar="OLD.json")
     d.add_argument("new", metavar="NEW.json")
+    d.add_argument("--allow-removed", action="store_true",
+                   help="checks of OLD that NEW did not run are not a regression (the "
+                        "selection changed on purpose)")
     d.set_defaults(run=cmd_diff)
     s = sub.add_parser("summary", help="print the op x profile matrix and the verdict")
     s.add_argument("report", metavar="IN.json")

@@ -1,10 +1,13 @@
-"""Transitions between two reports: new failures, fixes, other status changes, and
-compile-stat regressions."""
+"""Transitions between two reports: new failures (most out of bounds first), fixes,
+other status changes, checks no longer run, compile-stat regressions, and what is wrong
+with the new run as evidence (interrupted, incomplete, nothing checked)."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
+from reports.selection import left_out, selection_changes
+from triton_cts.results.records import error_ratio, run_problems
 from triton_cts.results.status import Status
 
 #: A compile stat whose name matches is worse when it grows (registers, spills, memory,
@@ -19,15 +22,25 @@ class Diff:
     fixes: list = field(default_factory=list)
     changed: list = field(default_factory=list)
     added: list = field(default_factory=list)
-    removed: list = field(default_factory=list)
+    removed: list = field(default_factory=list)          # checks no longer run, unexplained
+    #: checks no longer run that the changed selection explains (a profile, mode or
+    #: implementation not selected any more, another command), or --allow-removed accepts
+    removed_accepted: list = field(default_factory=list)
+    selection_changed: list = field(default_factory=list)  # "profiles: -amd-gfx942", ...
     compile_regressions: list = field(default_factory=list)  # (test id, kernel key, stat, old, new)
+    new_run_problems: list = field(default_factory=list)     # the new run: interrupted, ...
+    ratios: dict = field(default_factory=dict)               # test id -> |error| / bound
 
     @property
     def regressed(self) -> bool:
-        return bool(self.new_failures or self.compile_regressions)
+        return bool(self.new_failures or self.compile_regressions or self.removed
+                    or self.new_run_problems)
 
 
-def diff(old: dict, new: dict) -> Diff:
+def diff(old: dict, new: dict, allow_removed: bool = False) -> Diff:
+    """``allow_removed``: checks that no longer ran are not a regression (the selection
+    changed on purpose); otherwise only those the environments' selection change explains
+    are accepted."""
     before = {r["test_id"]: r for r in old["records"]}
     after = {r["test_id"]: r for r in new["records"]}
     d = Diff()
@@ -46,7 +59,19 @@ def diff(old: dict, new: dict) -> Diff:
         if prev is not None:
             d.compile_regressions += compile_regressions(tid, prev.get("compile_stats") or [],
                                                          rec.get("compile_stats") or [])
-    d.removed = [(tid, Status(r["status"]), None) for tid, r in before.items() if tid not in after]
+    d.ratios = {tid: error_ratio(r) for tid, r in after.items() if error_ratio(r) is not None}
+    # most out of bounds first (a failure without a measured ratio after them)
+    d.new_failures.sort(key=lambda t: -d.ratios.get(t[0], float("-inf")))
+    old_env, new_env = old.get("environment") or {}, new.get("environment") or {}
+    d.selection_changed = selection_changes(old_env, new_env)
+    for tid, r in before.items():
+        if tid not in after:
+            why = "--allow-removed" if allow_removed else left_out(r, old_env, new_env)
+            if why:
+                d.removed_accepted.append((tid, Status(r["status"]), why))
+            else:
+                d.removed.append((tid, Status(r["status"]), None))
+    d.new_run_problems = run_problems(new["records"], new.get("run"))
     return d
 
 

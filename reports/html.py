@@ -6,13 +6,14 @@ from pathlib import Path
 
 import jinja2
 
-from triton_cts.results.records import conforms, matrix, verdict
+from triton_cts.results.records import conforms, matrix, run_problems, verdict
 from triton_cts.results.status import Status
 
 TEMPLATES = Path(__file__).parent / "templates"
 COLOURS = {  # background per status; the matrix cell takes its worst status's colour
     Status.PASS: "#c8e6c9", Status.NOT_SUPPORTED: "#e0e0e0", Status.WAIVED: "#bbdefb",
     Status.QUALITY_WARNING: "#fff59d", Status.UNEXPECTED_PASS: "#ffcc80",
+    Status.INTERRUPTED: "#b0bec5",
     Status.FAIL: "#ef9a9a", Status.TIMEOUT: "#ffab91", Status.CRASH: "#ce93d8",
     Status.HARNESS_ERROR: "#f48fb1",
 }
@@ -42,6 +43,7 @@ def render(doc: dict) -> str:
     return env.get_template("report.html.j2").render(
         environment=doc["environment"], records=records, profiles=profiles, rows=rows,
         statuses=list(Status), colours={s.value: c for s, c in COLOURS.items()},
-        counts=Counter(r["status"] for r in records), verdict=verdict(records),
-        conforms=conforms(records), expectations=doc.get("expectations") or {},
-        compile_tables=compile_tables(records))
+        counts=Counter(r["status"] for r in records), verdict=verdict(records, doc.get("run")),
+        conforms=conforms(records, doc.get("run")), expectations=doc.get("expectations") or {},
+        compile_tables=compile_tables(records), run=doc.get("run") or {},
+        run_problems=run_problems(records, doc.get("run")))

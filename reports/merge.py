@@ -1,15 +1,22 @@
-"""Join shard reports into one; shards must come from the same environment."""
+"""Join shard reports into one; shards must come from the same environment, and the
+shards of each selection must all be there."""
 from __future__ import annotations
 
+from collections import defaultdict
+
+from reports.selection import describe, selection_key
+from triton_cts.results.expectations import parse_shard
 from triton_cts.results.report_io import ReportError, document
 
 #: Environment fields that must agree between shards (the schema is checked on load).
 MUST_AGREE = ("triton", "torch")
 
 
-def merge(docs: list[tuple[str, dict]], force: bool = False) -> dict:
+def merge(docs: list[tuple[str, dict]], force: bool = False, allow_partial: bool = False) -> dict:
     """``docs`` is [(file name, report)]. Refuses shards whose triton/torch versions or
-    schema versions disagree, or that hold the same test id twice, unless ``force``."""
+    schema versions disagree, or that hold the same test id twice, unless ``force``; and
+    an incomplete shard set (see ``missing_shards``) unless ``allow_partial``, which marks
+    the merged run incomplete (it never conforms)."""
     if not docs:
         raise ReportError("merge: no shard files given")
     first_name, first = docs[0]
@@ -39,6 +46,11 @@ def merge(docs: list[tuple[str, dict]], force: bool = False) -> dict:
     if problems and not force:
         raise ReportError("merge: refusing shards that disagree (use --force to merge "
                           "anyway):\n  " + "\n  ".join(problems))
+    missing = missing_shards(docs)
+    if missing and not allow_partial:
+        raise ReportError("merge: refusing an incomplete set of shards (use --allow-partial "
+                          "to merge them into a report marked incomplete, which never "
+                          "conforms):\n  " + "\n  ".join(missing))
     env = dict(first["environment"])
     for key in ("profiles", "modes", "implementations", "expectation_files"):
         env[key] = sorted({v for _, d in docs for v in d["environment"].get(key) or []})
@@ -51,4 +63,51 @@ def merge(docs: list[tuple[str, dict]], force: bool = False) -> dict:
     stale = sorted(set.intersection(*stale_sets)) if stale_sets else []
     unexpected = sorted({t for _, d in docs for t in (d.get("expectations") or {}).get("unexpected_passes", [])})
     return document(env, records, expectations={"stale": stale, "unexpected_passes": unexpected},
-                    merged_with_force=bool(problems))
+                    merged_with_force=bool(problems), run=merged_run(docs, missing))
+
+
+def missing_shards(docs: list[tuple[str, dict]]) -> list[str]:
+    """What a shard set lacks, one line each. Shards are grouped by their selection (the
+    command apart from --shard, output paths and parallelism; profiles, modes,
+    implementations: ``reports.selection``); each group must hold shards 1..N of one N,
+    each once. A report of a whole run (no shard) is complete by itself."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for name, doc in docs:
+        shard = doc["environment"].get("shard")
+        if shard:
+            try:
+                index, count = parse_shard(shard)
+            except ValueError as exc:
+                raise ReportError(f"{name}: {exc}") from None
+            groups[selection_key(doc["environment"])].append((name, index, count))
+    out = []
+    for key, members in groups.items():
+        counts = sorted({n for _, _, n in members})
+        if len(counts) > 1:
+            out.append(f"{describe(key)}: shards of different counts "
+                       f"({', '.join(f'{i}/{n} in {f}' for f, i, n in members)})")
+            continue
+        count, given = counts[0], {i for _, i, _ in members}
+        absent = [f"{i}/{count}" for i in range(1, count + 1) if i not in given]
+        if absent:
+            out.append(f"missing shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} "
+                       f"of {describe(key)} (given: {', '.join(f for f, _, _ in members)})")
+    return out  # a shard given twice repeats its test ids: merge refuses that already
+
+
+def merged_run(docs: list[tuple[str, dict]], missing: list[str]) -> dict:
+    """The merged ``run``: interrupted if any shard was, incomplete if shards are missing
+    (or a merged input was incomplete); the checks not run and required modes of all."""
+    runs = [(name, doc.get("run") or {}) for name, doc in docs]
+    stopped = [(name, r) for name, r in runs if r.get("interrupted")]
+    missing = missing + [m for _, r in runs for m in r.get("missing") or []]
+    return {"interrupted": bool(stopped),
+            "signal": next((r.get("signal") for _, r in stopped if r.get("signal")), None),
+            "reason": "; ".join(f"{name}: {r.get('reason') or r.get('signal') or 'interrupted'}"
+                                for name, r in stopped) or None,
+            "collected": sum(r.get("collected") or 0 for _, r in runs),
+            "not_run": [t for _, r in runs for t in r.get("not_run") or []],
+            "required_modes": list(dict.fromkeys(m for _, r in runs
+                                                 for m in r.get("required_modes") or [])),
+            "incomplete": bool(missing) or any(r.get("incomplete") for _, r in runs),
+            "missing": missing}

@@ -12,11 +12,12 @@ Buffers the implementation frees before returning are kept for the check only up
 from __future__ import annotations
 
 import contextlib
+import inspect
 import weakref
 
 import torch
 
-from triton_cts.execution.modes import Mode, execute
+from triton_cts.execution.modes import InputRules, Mode, execute
 
 def _largest_block_bytes() -> int:
     """The largest block any bundled profile lets a program hold (MAX_FUSED_SIZE)."""
@@ -144,14 +145,19 @@ def clone_args(args):
                  for a in args)
 
 
-def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = True):
+def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = True,
+               side_stream: bool = False):
     """The implementation's outputs (device/interpreter) or captured launches (compile).
     ``profile`` overrides the target's (for derived profiles). An implementation that
     declines a dtype with :class:`UnsupportedDtypeError` (an atomic the profile lacks for
-    it, say) makes the check not supported, with its message as the reason."""
+    it, say) makes the check not supported, with its message as the reason. In every
+    mode, a call that changes a tensor argument the op does not write by definition
+    (``OpSpec.mutates``) fails naming it (:func:`input_rules`). ``side_stream``: in device
+    mode, the call runs on a new stream whose outputs are read after synchronizing only
+    that stream (``execute``)."""
     import pytest
     from triton_cts.execution.input_checks import UnsupportedDtypeError
-    from triton_cts.results.status import NOT_SUPPORTED
+    from triton_cts.results.status import NOT_SUPPORTED, first_line
 
     fn = target.impl.load()
     profile = profile or target.profile
@@ -160,9 +166,14 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
     try:
         with ctx:
             return execute(fn, target.mode, profile, clone_args(args), kwargs,
-                           takes_profile=target.impl.takes_profile(fn))
+                           takes_profile=target.impl.takes_profile(fn),
+                           inputs=input_rules(target), side_stream=side_stream)
     except UnsupportedDtypeError as exc:
         pytest.skip(NOT_SUPPORTED + str(exc))
+    except torch.OutOfMemoryError as exc:
+        # the device is shared by every worker: out of memory says nothing of the kernel
+        pytest.skip(f"{NOT_SUPPORTED}device memory exhausted ({first_line(str(exc))}); run "
+                    f"with fewer -n workers")
     except Exception as exc:
         from triton_cts.execution.interpreter_defects import known_defect
         why = known_defect(exc) if target.mode is Mode.INTERPRETER else None
@@ -171,25 +182,89 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
         pytest.skip(NOT_SUPPORTED + why)
 
 
+def input_rules(target) -> InputRules:
+    """The arguments a call of ``target`` must leave unchanged: all but ``OpSpec.mutates``,
+    named after the reference's parameters."""
+    params = inspect.signature(target.op.reference).parameters.values()
+    names = tuple(p.name for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return InputRules(f"{target.op.name}[{target.impl.name}]", names, target.op.mutates)
+
+
+#: Added to a case's seed for the values of a second call (any fixed offset will do).
+SECOND_CALL_SEED = 0x2545F491
+
+
+def other_values(target, case, kind: str = "normal"):
+    """``case`` with other values: the same shape, dtype and layout, ``kind`` values from
+    another seed, built into arguments as ``strategies.cases`` does. Normal values differ
+    from any drawn case's almost surely (a resample of all -inf rows or of a few ties may
+    not), and no correct implementation is near its bound on them."""
+    from suites.strategies import make_values, with_layout
+    seed = (case.seed + SECOND_CALL_SEED) % 2**31
+    x = with_layout(make_values(case.shape, case.dtype, kind, seed), case.layout)
+    args, kwargs = target.op.make_args(x, torch.Generator().manual_seed(seed + 1))
+    return case._replace(kind=kind, seed=seed, args=args, kwargs=kwargs)
+
+
+def same_bits(a, b) -> bool:
+    """Whether two outputs hold the same dtype, shape and bits."""
+    from triton_cts.execution.modes import changed_elements
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and a.dtype == b.dtype and a.shape == b.shape and not changed_elements(a, b))
+
+
+def reference_inputs(target, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Float64 copies of the inputs for the reference and the error models, on the CPU in
+    every mode: the truth must not depend on the device (CUDA torch's float64 batch norm
+    gives a NaN mean for a channel holding -inf, where the CPU's and the exact one are
+    -inf)."""
+    return upcast(clone_args(args)), {k: upcast(v) for k, v in kwargs.items()}
+
+
+def _on_cpu(value):
+    from triton_cts.execution.modes import _to_cpu
+    return _to_cpu(value)
+
+
 def run_reference(target, args: tuple, kwargs: dict):
-    return provided(target, target.op.reference(*upcast(clone_args(args)),
-                                                **{k: upcast(v) for k, v in kwargs.items()}))
+    args64, kwargs64 = reference_inputs(target, args, kwargs)
+    return provided(target, _on_cpu(target.op.reference(*args64, **kwargs64)))
+
+
+def torch_oracle(target, args: tuple, kwargs: dict):
+    """A function giving the op's torch reference computed in the inputs' own dtype where
+    the check runs (on the device in device mode, else on the CPU): what torch's own
+    implementation returns for the same input, the second oracle of the tolerance policy
+    (``triton_cts.ops.tolerances``). Called only when a check is out of its bound; None
+    from it where torch cannot compute the op in that dtype there."""
+    def compute():
+        from triton_cts.execution.modes import _to_cpu, copy_with_layout
+        device = "cuda" if target.mode is Mode.DEVICE else "cpu"
+        moved = tuple(copy_with_layout(a, device) if isinstance(a, torch.Tensor) else a
+                      for a in args)
+        try:
+            out = target.op.reference(*moved, **kwargs)
+        except (RuntimeError, TypeError, NotImplementedError):
+            return None  # e.g. no half-precision kernel of the op on this device
+        return provided(target, _to_cpu(out))
+    return compute
 
 
 def error_scales(target, args: tuple, kwargs: dict):
     """Per-output atol multipliers from the op's error model, or None."""
     if target.op.error_scale is None:
         return None
-    return provided(target, as_tuple(target.op.error_scale(
-        *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+    args64, kwargs64 = reference_inputs(target, args, kwargs)
+    return provided(target, _on_cpu(as_tuple(target.op.error_scale(*args64, **kwargs64))))
 
 
 def ambiguities(target, args: tuple, kwargs: dict):
     """Per-output gaps between equally right answers (``OpSpec.ambiguity``), or None."""
     if target.op.ambiguity is None:
         return None
-    return provided(target, as_tuple(target.op.ambiguity(
-        *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+    args64, kwargs64 = reference_inputs(target, args, kwargs)
+    return provided(target, _on_cpu(as_tuple(target.op.ambiguity(*args64, **kwargs64))))
 
 
 def input_dtype(args) -> torch.dtype:
@@ -204,14 +279,15 @@ def allowances(target, args: tuple, kwargs: dict, ambiguity: bool = True, scale:
     times ``scale`` (2 where two implementation outputs are compared), plus, with
     ``ambiguity``, the gap between equally right answers (``OpSpec.ambiguity``)."""
     parts = []
+    if target.op.conditioning is None and not (ambiguity and target.op.ambiguity is not None):
+        return None
+    args64, kwargs64 = reference_inputs(target, args, kwargs)
     if target.op.conditioning is not None:
-        cond = as_tuple(target.op.conditioning(
-            *upcast(clone_args(args)), dtype=input_dtype(args),
-            **{k: upcast(v) for k, v in kwargs.items()}))
+        cond = _on_cpu(as_tuple(target.op.conditioning(*args64, dtype=input_dtype(args),
+                                                       **kwargs64)))
         parts.append(tuple(None if c is None else c * scale for c in cond))
     if ambiguity and target.op.ambiguity is not None:
-        parts.append(as_tuple(target.op.ambiguity(
-            *upcast(clone_args(args)), **{k: upcast(v) for k, v in kwargs.items()})))
+        parts.append(_on_cpu(as_tuple(target.op.ambiguity(*args64, **kwargs64))))
     if not parts:
         return None
     total = tuple(None if all(p[i] is None for p in parts)

@@ -101,7 +101,8 @@ def test_grids_within_limits_at_edges(target, data, repro, record_property):
     ah.assert_matches_reference(target, case, out, ref, repro, profile=profile,
                                 error_scales=runner.error_scales(target, case.args, case.kwargs),
                                 ambiguities=runner.allowances(target, case.args, case.kwargs,
-                                                              ambiguity=False))
+                                                              ambiguity=False),
+                                torch_oracle=runner.torch_oracle(target, case.args, case.kwargs))
 
 
 def _describe_grid(profile) -> str:

@@ -1,16 +1,22 @@
 """Numerics: every implementation matches the op's float64 reference within tolerance,
 under the real profiles and under derived profiles with tiny hardware constants, and a
 path chosen by hardware constants does not change the answer."""
+import math
+
 import pytest
-from hypothesis import given, note, strategies as st
+from hypothesis import given, note, settings, strategies as st
 
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
+from triton_cts.execution import size_budget
+from triton_cts.execution.modes import Mode
+from triton_cts.results.status import NOT_SUPPORTED
 
 
-def _draw_case(target, dtype, data, profile, record_property, max_numel=hh.MAX_NUMEL):
+def _draw_case(target, dtype, data, profile, record_property, max_numel=None):
     kinds = runner.value_kinds(target, dtype, record_property)
+    max_numel = max_numel or size_budget.max_numel(target.mode)
     case = data.draw(hh.cases(target.op, profile, dtype, max_numel, kinds), label="case")
     note(f"case: {case.describe()}")
     return case
@@ -25,15 +31,83 @@ def _record(record_property, records, prefix=""):
 @pytest.mark.cts_modes("device", "interpreter")
 @given(data=st.data())
 def test_matches_reference(target, dtype, data, repro, record_property):
+    """The outputs match the reference, and so do those of a second call on other values
+    (see _assert_second_call). Every call leaves its inputs unchanged (runner.run_target)."""
     case = _draw_case(target, dtype, data, target.profile, record_property)
     with ah.context(target, case, repro):
         out = runner.run_target(target, case.args, case.kwargs)
     ref = runner.run_reference(target, case.args, case.kwargs)
     scales = runner.error_scales(target, case.args, case.kwargs)
     gaps = runner.allowances(target, case.args, case.kwargs)
+    oracle = runner.torch_oracle(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
                                                          error_scales=scales,
-                                                         ambiguities=gaps))
+                                                         ambiguities=gaps, torch_oracle=oracle))
+    _assert_second_call(target, case, out, repro, record_property)
+
+
+def _assert_second_call(target, first, first_out, repro, record_property):
+    """A second call on other values (normal ones) of the same shape, dtype and layout
+    matches their reference, so an implementation that returns an earlier call's result (cached
+    per shape, say) fails. In device mode it runs on a side stream and its outputs are
+    read after synchronizing only that stream, so work launched on another stream fails
+    too (modes.NotOnCallersStream)."""
+    __tracebackhide__ = True
+    case = runner.other_values(target, first)
+    note(f"second call: {case.describe()}")
+    side = " on a side stream" if target.mode is Mode.DEVICE else ""
+    with ah.context(target, case, repro):
+        out = runner.run_target(target, case.args, case.kwargs, side_stream=True)
+    ref = runner.run_reference(target, case.args, case.kwargs)
+    try:
+        records = ah.assert_matches_reference(
+            target, case, out, ref, repro,
+            error_scales=runner.error_scales(target, case.args, case.kwargs),
+            ambiguities=runner.allowances(target, case.args, case.kwargs),
+            torch_oracle=runner.torch_oracle(target, case.args, case.kwargs))
+    except AssertionError as exc:
+        stale = [i for i, (a, b) in enumerate(zip(ah.as_outputs(out), ah.as_outputs(first_out)))
+                 if runner.same_bits(a, b)]
+        if not stale:
+            exc.add_note(f"on a second call{side}, on other values than a first call that "
+                         f"matched its reference ({first.describe()})")
+            raise
+        which = "" if len(ah.as_outputs(out)) == 1 \
+            else " (" + ", ".join(f"output {i}" for i in stale) + ")"
+        raise AssertionError(
+            f"{target.op.name}[{target.impl.name}] on {ah.describe_profile(target.profile)} "
+            f"({target.mode}): a second call{side}, on other values ({case.describe()}), "
+            f"returned the first call's result{which} bit for bit, where the first call "
+            f"({first.describe()}) matched its reference: it reuses an earlier result"
+            f"\nreproduce: {repro}") from exc
+    _record(record_property, records, prefix="second call ")
+
+
+@pytest.mark.cts_modes("device")
+@settings(max_examples=1)
+@given(data=st.data())
+def test_matches_reference_at_profile_boundaries(target, dtype, boundary, data, repro,
+                                                 record_property):
+    """On the device, at the real profile's boundaries (size_budget.boundary_shapes): rows
+    either side of MAX_FUSED_SIZE, past the elementwise block, more blocks than the grid
+    cap, reductions over millions of elements. One drawn value set per boundary (the shape
+    is the point); a shape larger than this worker's share of device memory is not
+    supported."""
+    shape = size_budget.boundary_shapes(target.op, target.profile, dtype)[boundary]
+    problem = size_budget.device_memory_problem(math.prod(shape), dtype)
+    if problem:
+        pytest.skip(f"{NOT_SUPPORTED}{boundary} {shape}: {problem}")
+    kinds = runner.value_kinds(target, dtype, record_property)
+    case = data.draw(hh.cases_at(target.op, dtype, shape, kinds), label="case")
+    note(f"case: {case.describe()}")
+    with ah.context(target, case, repro):
+        out = runner.run_target(target, case.args, case.kwargs)
+    ref = runner.run_reference(target, case.args, case.kwargs)
+    _record(record_property, ah.assert_matches_reference(
+        target, case, out, ref, repro,
+        error_scales=runner.error_scales(target, case.args, case.kwargs),
+        ambiguities=runner.allowances(target, case.args, case.kwargs),
+        torch_oracle=runner.torch_oracle(target, case.args, case.kwargs)))
 
 
 @pytest.mark.cts_modes("device", "interpreter")
@@ -47,9 +121,10 @@ def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, re
     ref = runner.run_reference(target, case.args, case.kwargs)
     scales = runner.error_scales(target, case.args, case.kwargs)
     gaps = runner.allowances(target, case.args, case.kwargs)
+    oracle = runner.torch_oracle(target, case.args, case.kwargs)
     _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
                                                          profile=derived, error_scales=scales,
-                                                         ambiguities=gaps))
+                                                         ambiguities=gaps, torch_oracle=oracle))
 
 
 @pytest.mark.cts_modes("device", "interpreter")

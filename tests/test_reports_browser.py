@@ -76,7 +76,7 @@ def test_page_loads_without_errors_and_matrix_counts_are_right(big_report):
     for op, profile in [("gelu", "nvidia-sm90"), ("matmul", "npu-ascend910b")]:
         counts = Counter(r["status"] for r in records if r["op"] == op and r["profile"] == profile)
         cell = re.search(rf'<td class="cell" data-op="{op}" data-suite="test_numerics" '
-                         rf'data-profile="{profile}" data-worst="(\w+)"[^>]*>\w+<br><span '
+                         rf'data-check="" data-profile="{profile}" data-worst="(\w+)"[^>]*>\w+<br><span '
                          rf'class="counts">([^<]*)</span>', dom)
         assert cell, f"no matrix cell for {op} x {profile}"
         shown = dict((c[-1], int(c[:-1])) for c in cell.group(2).split())

@@ -15,13 +15,15 @@ import shlex
 import pytest
 
 from triton_cts.errors import UsageError
-from triton_cts.execution import lost_context
+from triton_cts.execution import lost_context, sanitizer
 from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
-from triton_cts.results.status import NOT_SUPPORTED
-from triton_cts.targets import (SELECTION_KEY, CheckTarget, Selection, build_selection, dtype_gap,
-                                selection)
+from triton_cts.execution.size_budget import boundary_shapes
+from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
+from triton_cts.targets import (CHECK_PROPERTY, SELECTION_KEY, CheckTarget, Selection,
+                                build_selection, check_fields, dtype_gap, is_check, selection)
 
 pytest_plugins = ["triton_cts.results.plugin"]  # result records, expectations, shards, reports
+REQUIRABLE_MODES = tuple(m for m in MODE_CHOICES if m != "auto")  # --require-mode
 
 
 # ---- hypothesis profiles (selected with pytest's --hypothesis-profile) ------------------
@@ -38,6 +40,10 @@ def _register_hypothesis_profiles() -> None:
     settings.register_profile("ci", max_examples=3, derandomize=True, deadline=None,
                               print_blob=True, suppress_health_check=slow,
                               phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    # ci with fresh examples: drawn from --hypothesis-seed (derandomized ci ignores the
+    # seed), no example database, so the same seed draws the same examples again
+    settings.register_profile("ci-seeded", parent=settings.get_profile("ci"),
+                              derandomize=False, database=None)
     settings.register_profile("dev", max_examples=30, deadline=None, print_blob=True,
                               suppress_health_check=slow)
     settings.register_profile("thorough", max_examples=300, deadline=None, print_blob=True,
@@ -65,6 +71,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "registered name, or OP=module:function. Repeatable.")
     group.addoption("--op", action="append", default=[], metavar="OP",
                     help="check only these ops. Repeatable.")
+    group.addoption("--require-mode", action="append", default=[], choices=REQUIRABLE_MODES,
+                    metavar="MODE",
+                    help="fail the run unless at least one check ran (passed or failed, not "
+                         "merely 'not supported') in MODE: e.g. 'device' on a GPU job, so a "
+                         "job that silently fell back to the CPU fails. Repeatable.")
+    group.addoption("--reproduce-failure", metavar="BLOB", default=None,
+                    help="replay exactly one failing hypothesis example: VERSION:BLOB, or "
+                         "the \"@reproduce_failure('x.y.z', b'...')\" a report's record holds "
+                         "(\"reproduce_failure\"; as --reproduce-failure=@..., since pytest "
+                         "reads a separate argument starting with @ as a file). Give it with "
+                         "the record's repro command: the record's \"replay\" is that command.")
+    group.addoption("--sanitize", default=None, choices=sanitizer.TOOLS, metavar="TOOL",
+                    help="run device checks under NVIDIA's compute-sanitizer with TOOL: "
+                         "memcheck (out-of-bounds and misaligned accesses), racecheck "
+                         "(shared-memory races), initcheck (reads of uninitialized device "
+                         "memory) or synccheck (invalid barriers). Each error it reports "
+                         "fails its check; where it cannot run, device checks are reported "
+                         "as not supported.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,6 +101,18 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     lost_context.register(config)
+    _share_cpu_threads()
+    sanitizer.register(config, config.stash[SELECTION_KEY])
+
+
+def _share_cpu_threads() -> None:
+    """Under ``-n N`` each worker's torch takes a share of the cores for its CPU work (the
+    float64 references, input values): by default every worker starts a thread per core,
+    and 14 workers on 16 cores ran their references several times slower."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 1:
+        import torch
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -99,7 +135,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("cts_modes")
     modes = set(marker.args) if marker else None
     per_dtype = "dtype" in metafunc.fixturenames
-    per_relation = per_dtype and "relation" in metafunc.fixturenames
+    # a test that takes "relation" runs once per metamorphic relation the op declares, one
+    # that takes "boundary" once per shape at the profile's real boundaries
+    extra = next((n for n in EXTRA_PARAMS if n in metafunc.fixturenames), None) \
+        if per_dtype else None
     params = []
     wanted = metafunc.definition.get_closest_marker("cts_targets")
     for target in sel.targets(modes=modes):
@@ -111,19 +150,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             marks = [pytest.mark.skip(reason=NOT_SUPPORTED + reason)] if reason else []
             params.append(pytest.param(target, id=target.id, marks=marks))
             continue
-        # a test that takes "relation" runs once per metamorphic relation the op declares
-        relations = target.op.relations if per_relation else (None,)
         for dtype in target.op.dtypes:
             why = reason or dtype_gap(target, dtype)
             marks = [pytest.mark.skip(reason=NOT_SUPPORTED + why)] if why else []
             name = str(dtype).removeprefix("torch.")
-            for rel in relations:
+            for value in EXTRA_PARAMS[extra](target, dtype) if extra else (None,):
                 values, ident = (target, dtype), f"{target.id}-{name}"
-                if per_relation:
-                    values, ident = values + (rel,), f"{ident}-{rel}"
+                if extra:
+                    values, ident = values + (value,), f"{ident}-{value}"
                 params.append(pytest.param(*values, id=ident, marks=marks))
-    names = "target,dtype,relation" if per_relation else "target,dtype"
+    names = f"target,dtype,{extra}" if extra else "target,dtype"
     metafunc.parametrize(names if per_dtype else "target", params)
+
+
+#: Parameters a suite test may take after ``dtype``, and their values per target and dtype.
+EXTRA_PARAMS = {
+    "relation": lambda target, dtype: target.op.relations,
+    "boundary": lambda target, dtype: tuple(boundary_shapes(target.op, target.profile, dtype)),
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -142,6 +186,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    # What each suite item checks travels with its reports (to the xdist controller too),
+    # where its record is built: records never depend on parsing test ids.
+    sel = selection(config)
+    for item in items:
+        if is_check(item):
+            item.user_properties.append((CHECK_PROPERTY, check_fields(item, sel)))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -173,10 +223,76 @@ def cts_selection(request) -> Selection:
 
 @pytest.fixture
 def repro(request) -> str:
-    """The command that reruns exactly this test with the same selection."""
+    """The command that reruns exactly this test with the same selection and the same
+    hypothesis profile and seed (``ci`` is derandomized and keeps no example database: only
+    the same profile draws the same examples again). It is also a :class:`Repro`, through
+    which ``suites/assertions.py`` records a failure's measured error before raising."""
     sel = selection(request.config)
     target = request.node.callspec.params.get("target") if hasattr(request.node, "callspec") else None
     nodeid = shlex.quote(request.node.nodeid)
     extra = f" {sel.repro_options(target)}" if target is not None else ""
-    request.node.user_properties.append(("repro", f"pytest {nodeid}{extra}"))  # for reports
-    return f"pytest {nodeid}{extra}"
+    command = f"pytest {nodeid}{extra}{hypothesis_options(request.config)}"
+    request.node.user_properties.append(("repro", command))  # for reports
+    return Repro(command, request.node.user_properties)
+
+
+class Repro(str):
+    """A repro command that can also record properties on its check (as
+    ``record_property`` does)."""
+
+    def __new__(cls, command: str, user_properties: list):
+        self = super().__new__(cls, command)
+        self._properties = user_properties
+        return self
+
+    def record(self, name: str, value) -> None:
+        self._properties.append((name, value))
+
+
+def hypothesis_options(config: pytest.Config) -> str:
+    """`` --hypothesis-profile NAME`` (the profile in effect, however it was chosen) and
+    `` --hypothesis-seed N`` when a seed was given."""
+    try:
+        from hypothesis import settings
+        profile = settings.get_current_profile_name()
+    except Exception:  # an older hypothesis
+        profile = config.getoption("hypothesis_profile", None)
+    seed = config.getoption("hypothesis_seed", None)
+    return ((f" --hypothesis-profile {shlex.quote(profile)}" if profile else "")
+            + (f" --hypothesis-seed {shlex.quote(str(seed))}" if seed is not None else ""))
+
+
+REPLAY_KEY = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Check the report options that need the selection: every --require-mode mode is
+    selected, --reproduce-failure is a blob."""
+    config = session.config
+    selected = {m.value for m in selection(config).modes}
+    absent = [m for m in config.getoption("require_mode") or () if m not in selected]
+    if absent:
+        raise pytest.UsageError(f"--require-mode {', '.join(absent)}: not a selected mode "
+                                f"(selected: {', '.join(sorted(selected))})")
+    blob = config.getoption("reproduce_failure", None)
+    if blob:
+        try:
+            config.stash[REPLAY_KEY] = parse_reproduce_failure(blob)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--reproduce-failure: {exc}") from None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Under --reproduce-failure a hypothesis test runs that one example (as hypothesis'
+    ``@reproduce_failure`` decorator does): the failure again, or ``DidNotReproduce``."""
+    replay = item.config.stash.get(REPLAY_KEY, None)
+    test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    if replay is None or not getattr(test, "is_hypothesis_test", False):
+        return (yield)
+    test._hypothesis_internal_use_reproduce_failure = replay
+    try:
+        return (yield)
+    finally:
+        test._hypothesis_internal_use_reproduce_failure = None

@@ -8,8 +8,9 @@ entry points of installed packages.
 from __future__ import annotations
 
 import shlex
+import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -20,7 +21,8 @@ from triton_cts.ops import catalog
 from triton_cts.ops.implementation import Implementation
 from triton_cts.ops.registry import Registry
 from triton_cts.ops.spec import OpSpec
-from triton_cts.profiles import Profile, ProfileError, load_profiles
+from triton_cts.profiles import EmptyProfileDirWarning, Profile, ProfileError, load_profiles
+from triton_cts.profiles.schema import BACKENDS
 from triton_cts.profiles.vendor_selection import (DeviceInfo, attached_device, match_device,
                                                   select_profiles)
 
@@ -96,9 +98,16 @@ def build_selection(config: pytest.Config) -> Selection:
     """Resolve the options; every bad value is a UsageError naming the known choices."""
     profile_dirs = [str(Path(d)) for d in config.getoption("profile_dir")]
     try:
-        profiles = load_profiles(profile_dirs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", EmptyProfileDirWarning)
+            profiles = load_profiles(profile_dirs)
     except ProfileError as exc:
         raise UsageError(f"invalid vendor profile: {exc}") from exc
+    for w in caught:  # through pytest: its warnings summary and -W filters
+        try:
+            config.issue_config_time_warning(w.message, stacklevel=2)
+        except Warning as exc:  # -W error::...: a usage error, not an internal one
+            raise UsageError(str(exc)) from None
     device = attached_device()
     device_profile = match_device(device, profiles).name if device else None
     selected = select_profiles(config.getoption("vendor"), profiles, device)
@@ -125,3 +134,54 @@ def dtype_gap(target: CheckTarget, dtype) -> str | None:
         return (f"profile {target.profile.name} does not support "
                 f"{str(dtype).removeprefix('torch.')} (dtypes.supported)")
     return target.op.mode_gaps.get((target.mode.value, dtype))
+
+
+# ---- attributing suite tests to what they check ----------------------------------------
+#: The user property (set on every suite item at collection) that carries what the item
+#: checks; reports carry it to wherever records are built (the xdist controller too).
+CHECK_PROPERTY = "cts_check"
+
+
+def is_suite_test_id(nodeid: str) -> bool:
+    """Whether a test id is a conformance suite's (its file lies in a ``suites`` folder),
+    as opposed to the harness's own tests. Used where only the id is known: a worker crash
+    reported by xdist before any report of the test arrived."""
+    return "suites" in PurePosixPath(nodeid.split("::")[0]).parts
+
+
+def is_check(item: pytest.Item) -> bool:
+    """A suite test: it takes a check target, or it is collected from a suite file."""
+    return ("target" in getattr(item, "fixturenames", ()) or is_suite_test_id(item.nodeid)
+            or "suites" in Path(str(getattr(item, "path", ""))).parts)
+
+
+def check_fields(item: pytest.Item, sel: Selection) -> dict:
+    """What ``item`` checks, from its parameters (never from its id): suite and test
+    function, op, implementation, profile, vendor, mode, dtype, and ``params`` with every
+    other parameter (the metamorphic relation, say). A suite test without a target that
+    runs in one mode only (a probe of the attached device) is attributed to that mode and,
+    for device mode, the device's profile. Anything else gets ``unattributed``: its record
+    is a harness error."""
+    params = dict(item.callspec.params) if hasattr(item, "callspec") else {}
+    target, dtype = params.pop("target", None), params.pop("dtype", None)
+    fields = {"suite": PurePosixPath(item.nodeid.split("::")[0]).stem,
+              "test": getattr(item, "originalname", item.name),
+              "params": {k: v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+                         for k, v in params.items()}}
+    if isinstance(target, CheckTarget):
+        return {**fields, "op": target.op.name, "impl": target.impl.name,
+                "profile": target.profile.name, "vendor": target.profile.vendor,
+                "mode": target.mode.value,
+                "dtype": str(dtype).removeprefix("torch.") if dtype is not None else None}
+    marker = item.get_closest_marker("cts_modes")
+    modes = tuple(marker.args) if marker else ()
+    if len(modes) == 1 and "target" not in getattr(item, "fixturenames", ()):
+        profile = sel.device_profile if modes[0] == Mode.DEVICE.value else None
+        vendor = next((v for v, b in BACKENDS.items()
+                       if sel.device is not None and b == sel.device.backend), None)
+        return {**fields, "op": None, "impl": None, "profile": profile,
+                "vendor": vendor if profile else None, "mode": modes[0], "dtype": None}
+    why = ("it takes 'target' but got no check target" if "target" in params or
+           "target" in getattr(item, "fixturenames", ()) else
+           "it takes no check target and is not marked with exactly one cts_modes mode")
+    return {**fields, "unattributed": f"cannot attribute {item.nodeid} to a check: {why}"}

@@ -30,23 +30,26 @@ The dropout backward reads the forward's stored keep-mask rather than regenerati
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 import triton
 import triton.language as tl
 from triton import knobs
 
-from .tiles import (DEFAULT_ROWS_PER_PROGRAM, DTYPES, MASK_DTYPES, STAT_DTYPES, _acc_dtype,
-                    _backward_row_tile, _backward_tile, _check_dropout_p, _check_rows,
-                    _check_vector, _column_block, _column_sum_tile, _dropout_scale,
-                    _dropout_scale_parts, _fits_fused_backward, _load, _load_row_constants,
-                    _row_block, _row_offsets, _store_input_grads, _tile_offsets, _tiled_block,
-                    _to_acc)
+from .tiles import (DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _Backward, _backward_row_tile,
+                    _backward_tile, _column_block, _column_sum_tile, _dropout_scale,
+                    _fits_fused_backward, _grads, _kahan_add, _load, _load_row_constants,
+                    _prepare_backward, _row_block, _row_offsets, _row_operands,
+                    _store_input_grads, _tile_offsets, _tiled_block, _to_acc)
 from triton_cts.execution import launches
-from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
-                                               check_inputs)
+from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+
+#: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
+#: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
+#: below it the plain sums are exact enough and keep the kernels' registers (the
+#: compensation costs 25 to 50 more a thread on sm_90).
+COMPENSATE_ROWS = 1 << 15
+
 
 # --------------------------------------------------------------------------------------
 # Backward kernels.
@@ -78,6 +81,7 @@ def _layer_norm_bwd_fused_kernel(
     HAS_DRESIDUAL_OUT: tl.constexpr,
     STORE_DRESIDUAL: tl.constexpr,
     ATOMIC: tl.constexpr,   # add partials into DW/DB atomically, else store row pid of DW/DB
+    COMPENSATED: tl.constexpr,  # compensated partial sums (a program adds many row blocks)
     SELECT_LOADS: tl.constexpr,
     SLICE_BROADCAST: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
@@ -88,8 +92,12 @@ def _layer_norm_bwd_fused_kernel(
     cols = tl.arange(0, BLOCK_N)
     _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS)
     w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+    # with COMPENSATED, compensated partial sums: a program adds n_rows / programs row blocks
+    # (a plain float32 sum of 2M rows erred by 2.8x the float32 bound, torch's by 0.09x)
     dw = tl.zeros([BLOCK_N], dtype=acc_ty)
     db = tl.zeros([BLOCK_N], dtype=acc_ty)
+    dw_comp = tl.zeros([BLOCK_N], dtype=acc_ty)
+    db_comp = tl.zeros([BLOCK_N], dtype=acc_ty)
     for block in range(pid, tl.cdiv(n_rows, ROWS_PER_PROGRAM), tl.num_programs(0)):
         rows = block * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
         offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
@@ -115,9 +123,14 @@ def _layer_norm_bwd_fused_kernel(
             c2 = tl.sum(g, axis=1, keep_dims=True) / N
             dx = (g - (xhat * c1 + c2)) * rstd
         # dy is 0 out of bounds, so the partial sums need no mask
-        dw += tl.sum(dy * xhat, axis=0)
-        if HAS_BIAS:
-            db += tl.sum(dy, axis=0)
+        if COMPENSATED:
+            dw, dw_comp = _kahan_add(dw, dw_comp, tl.sum(dy * xhat, axis=0))
+            if HAS_BIAS:
+                db, db_comp = _kahan_add(db, db_comp, tl.sum(dy, axis=0))
+        else:
+            dw += tl.sum(dy * xhat, axis=0)
+            if HAS_BIAS:
+                db += tl.sum(dy, axis=0)
         rowscale = 1.0
         if HAS_ROWSCALE:
             rowscale = _to_acc(_load_row_constants(ROWSCALE, rows, n_rows, SELECT_LOADS,
@@ -261,6 +274,7 @@ def _layer_norm_bwd_dwdb_kernel(
     BLOCK_N: tl.constexpr,  # columns per program
     IS_RMS: tl.constexpr,
     HAS_BIAS: tl.constexpr,
+    COMPENSATED: tl.constexpr,  # compensated sums (each lane adds many rows)
     SELECT_LOADS: tl.constexpr,
     SLICE_BROADCAST: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
@@ -269,8 +283,13 @@ def _layer_norm_bwd_dwdb_kernel(
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
     for block in range(pid, tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
         cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        # with COMPENSATED, compensated sums: each lane adds n_rows / BLOCK_M terms, and a
+        # plain float32 sum of 4M rows erred by 14x the float32 bound where torch's cascade
+        # sum stayed inside it
         acc_w = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
         acc_b = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
+        comp_w = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
+        comp_b = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
         for start in range(0, n_rows, BLOCK_M):
             rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
             _, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
@@ -286,9 +305,14 @@ def _layer_norm_bwd_dwdb_kernel(
                 mean_fix = _to_acc(_load_row_constants(MEAN_FIX, rows, n_rows, SELECT_LOADS,
                                                        SLICE_BROADCAST), COMPUTE_FP64)
                 xhat = ((x - mean) - mean_fix) * rstd
-            acc_w += dy * xhat  # dy is 0 out of bounds
-            if HAS_BIAS:
-                acc_b += dy
+            if COMPENSATED:  # dy is 0 out of bounds
+                acc_w, comp_w = _kahan_add(acc_w, comp_w, dy * xhat)
+                if HAS_BIAS:
+                    acc_b, comp_b = _kahan_add(acc_b, comp_b, dy)
+            else:
+                acc_w += dy * xhat
+                if HAS_BIAS:
+                    acc_b += dy
         col_mask = cols < N
         tl.store(DW + cols, tl.sum(acc_w, axis=0).to(DW.dtype.element_ty), mask=col_mask)
         if HAS_BIAS:
@@ -298,87 +322,6 @@ def _layer_norm_bwd_dwdb_kernel(
 # --------------------------------------------------------------------------------------
 # Launchers.
 # --------------------------------------------------------------------------------------
-class _Backward(NamedTuple):
-    """Validated, contiguous 2-D backward operands and the outputs to fill."""
-    dy: torch.Tensor
-    x: torch.Tensor
-    weight: torch.Tensor
-    mean: torch.Tensor | None
-    rstd: torch.Tensor
-    rowscale: torch.Tensor | None
-    dropout_mask: torch.Tensor | None
-    dresidual_out: torch.Tensor | None
-    dx: torch.Tensor
-    dresidual: torch.Tensor | None
-    dweight: torch.Tensor
-    dbias: torch.Tensor | None
-    shape: torch.Size
-    flags: dict
-
-
-def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
-                      dropout_p, dresidual_out, has_residual, profile) -> tuple[_Backward, tuple]:
-    check_inputs(op, profile, DTYPES, dy=dy, x=x, weight=weight, bias=bias,
-                 rowscale=rowscale, dresidual_out=dresidual_out)
-    check_inputs(op, profile, STAT_DTYPES, mean=mean, rstd=rstd)
-    check_inputs(op, profile, MASK_DTYPES, dropout_mask=dropout_mask)
-    if x.ndim == 0:
-        raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
-    for name, t in (("dy", dy), ("dropout_mask", dropout_mask), ("dresidual_out", dresidual_out)):
-        if t is not None and t.shape != x.shape:
-            raise ShapeMismatchError(f"{op}: {name} must have x's shape {tuple(x.shape)}, "
-                                     f"got {tuple(t.shape)}")
-    n_cols = x.shape[-1]
-    _check_vector(op, "weight", weight, n_cols)
-    _check_vector(op, "bias", bias, n_cols)
-    if not rms and mean is None:
-        raise ValueError(f"{op}: mean is required unless rms=True")
-    _check_rows(op, "mean", None if rms else mean, x)
-    _check_rows(op, "rstd", rstd, x)
-    _check_rows(op, "rowscale", rowscale, x)
-    _check_dropout_p(op, dropout_p)
-    if dropout_p > 0.0 and dropout_mask is None:
-        raise ValueError(f"{op}: dropout_p > 0 needs the forward's dropout_mask")
-
-    n_rows = x.shape[:-1].numel()
-    flat = (lambda t, *s: None if t is None else t.contiguous().reshape(*s))
-    dx = torch.empty(n_rows, n_cols, dtype=x.dtype, device=x.device)
-    acc = _acc_dtype(x.dtype)
-    prep = _Backward(
-        dy=flat(dy, n_rows, n_cols), x=flat(x, n_rows, n_cols), weight=weight.contiguous(),
-        mean=None if rms else flat(mean, n_rows), rstd=flat(rstd, n_rows),
-        rowscale=flat(rowscale, n_rows), dropout_mask=flat(dropout_mask, n_rows, n_cols),
-        dresidual_out=flat(dresidual_out, n_rows, n_cols),
-        dx=dx, dresidual=torch.empty_like(dx) if has_residual else None,
-        dweight=torch.empty(n_cols, dtype=weight.dtype, device=x.device),
-        dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=x.device),
-        shape=x.shape,
-        flags=dict(IS_RMS=rms, HAS_BIAS=bias is not None, HAS_ROWSCALE=rowscale is not None,
-                   HAS_DROPOUT=dropout_mask is not None,
-                   HAS_DRESIDUAL_OUT=dresidual_out is not None, STORE_DRESIDUAL=has_residual,
-                   SELECT_LOADS=profile.select_loads, COMPUTE_FP64=acc == torch.float64))
-    if n_rows == 0:
-        prep.dweight.zero_()
-        if prep.dbias is not None:
-            prep.dbias.zero_()
-    return prep, _dropout_scale_parts(dropout_p)
-
-
-def _row_operands(p: _Backward) -> tuple:
-    """The leading arguments of the dx kernels, with a valid tensor for each unused one."""
-    return (p.dy, p.x, p.weight, p.mean if p.mean is not None else p.rstd, p.rstd,
-            p.rowscale if p.rowscale is not None else p.rstd,
-            p.dropout_mask if p.dropout_mask is not None else p.dy,
-            p.dresidual_out if p.dresidual_out is not None else p.dy,
-            p.dx, p.dresidual if p.dresidual is not None else p.dx)
-
-
-def _grads(p: _Backward) -> tuple:
-    # plain tuples: harnesses rebuild outputs with type(out)(iterable)
-    grads = (p.dx.view(p.shape), p.dweight, p.dbias)
-    return grads if p.dresidual is None else grads + (p.dresidual.view(p.shape),)
-
-
 _atomic_autotuners: dict = {}
 
 
@@ -467,10 +410,14 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     db = torch.zeros(n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
     block_n = next_power_of_2(n_cols)
     kernel = _atomic_kernel(profile, _atomic_configs(n_rows, block_n, x.dtype, profile))
-    grid = lambda meta: (profile.capped_grid(cdiv(n_rows, meta["ROWS_PER_PROGRAM"])),)
+    # a few programs per compute unit walk the rows: each atomic add rounds the float32
+    # sums once, and one per row block (65536 programs) erred by 2x the float32 bound
+    programs = profile.compute_units * profile.partials_per_compute_unit
+    grid = lambda meta: (profile.capped_grid(min(programs,  # noqa: E731
+                                                 cdiv(n_rows, meta["ROWS_PER_PROGRAM"]))),)
     kernel[grid](*_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
-                 BLOCK_N=block_n, ATOMIC=True, SLICE_BROADCAST=profile.slice_broadcast,
-                 **p.flags)
+                 BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
+                 SLICE_BROADCAST=profile.slice_broadcast, **p.flags)
     p.dweight.copy_(dw)
     if db is not None:
         p.dbias.copy_(db)
@@ -521,7 +468,8 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     _layer_norm_bwd_fused_kernel[(programs,)](
         *_row_operands(p), dw, db if db is not None else dw,
         n_rows, n_cols, *dropout_scale, ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
-        ATOMIC=False, SLICE_BROADCAST=profile.slice_broadcast,
+        ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
+        SLICE_BROADCAST=profile.slice_broadcast,
         num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **p.flags)
     _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
     return _grads(p)
@@ -541,9 +489,9 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
         p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
         BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
-        HAS_BIAS=p.dbias is not None, SELECT_LOADS=profile.select_loads,
-        SLICE_BROADCAST=profile.slice_broadcast, COMPUTE_FP64=p.flags["COMPUTE_FP64"],
-        num_warps=num_warps)
+        HAS_BIAS=p.dbias is not None, COMPENSATED=n_rows > COMPENSATE_ROWS,
+        SELECT_LOADS=profile.select_loads, SLICE_BROADCAST=profile.slice_broadcast,
+        COMPUTE_FP64=p.flags["COMPUTE_FP64"], num_warps=num_warps)
     return _grads(p)
 
 

@@ -11,12 +11,13 @@ loops with int64 offsets.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-from triton_cts.execution.input_checks import ShapeMismatchError
+from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -301,3 +302,85 @@ def _dropout_scale_parts(dropout_p: float) -> tuple[float, float]:
 def _check_dropout_p(op: str, dropout_p: float) -> None:
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p}")
+
+
+# ---- the backward's arguments, checked, with its outputs allocated ----------------------
+class _Backward(NamedTuple):
+    """Validated, contiguous 2-D backward operands and the outputs to fill."""
+    dy: torch.Tensor
+    x: torch.Tensor
+    weight: torch.Tensor
+    mean: torch.Tensor | None
+    rstd: torch.Tensor
+    rowscale: torch.Tensor | None
+    dropout_mask: torch.Tensor | None
+    dresidual_out: torch.Tensor | None
+    dx: torch.Tensor
+    dresidual: torch.Tensor | None
+    dweight: torch.Tensor
+    dbias: torch.Tensor | None
+    shape: torch.Size
+    flags: dict
+
+
+def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
+                      dropout_p, dresidual_out, has_residual, profile) -> tuple[_Backward, tuple]:
+    check_inputs(op, profile, DTYPES, dy=dy, x=x, weight=weight, bias=bias,
+                 rowscale=rowscale, dresidual_out=dresidual_out)
+    check_inputs(op, profile, STAT_DTYPES, mean=mean, rstd=rstd)
+    check_inputs(op, profile, MASK_DTYPES, dropout_mask=dropout_mask)
+    if x.ndim == 0:
+        raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
+    for name, t in (("dy", dy), ("dropout_mask", dropout_mask), ("dresidual_out", dresidual_out)):
+        if t is not None and t.shape != x.shape:
+            raise ShapeMismatchError(f"{op}: {name} must have x's shape {tuple(x.shape)}, "
+                                     f"got {tuple(t.shape)}")
+    n_cols = x.shape[-1]
+    _check_vector(op, "weight", weight, n_cols)
+    _check_vector(op, "bias", bias, n_cols)
+    if not rms and mean is None:
+        raise ValueError(f"{op}: mean is required unless rms=True")
+    _check_rows(op, "mean", None if rms else mean, x)
+    _check_rows(op, "rstd", rstd, x)
+    _check_rows(op, "rowscale", rowscale, x)
+    _check_dropout_p(op, dropout_p)
+    if dropout_p > 0.0 and dropout_mask is None:
+        raise ValueError(f"{op}: dropout_p > 0 needs the forward's dropout_mask")
+
+    n_rows = x.shape[:-1].numel()
+    flat = (lambda t, *s: None if t is None else t.contiguous().reshape(*s))
+    dx = torch.empty(n_rows, n_cols, dtype=x.dtype, device=x.device)
+    acc = _acc_dtype(x.dtype)
+    prep = _Backward(
+        dy=flat(dy, n_rows, n_cols), x=flat(x, n_rows, n_cols), weight=weight.contiguous(),
+        mean=None if rms else flat(mean, n_rows), rstd=flat(rstd, n_rows),
+        rowscale=flat(rowscale, n_rows), dropout_mask=flat(dropout_mask, n_rows, n_cols),
+        dresidual_out=flat(dresidual_out, n_rows, n_cols),
+        dx=dx, dresidual=torch.empty_like(dx) if has_residual else None,
+        dweight=torch.empty(n_cols, dtype=weight.dtype, device=x.device),
+        dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=x.device),
+        shape=x.shape,
+        flags=dict(IS_RMS=rms, HAS_BIAS=bias is not None, HAS_ROWSCALE=rowscale is not None,
+                   HAS_DROPOUT=dropout_mask is not None,
+                   HAS_DRESIDUAL_OUT=dresidual_out is not None, STORE_DRESIDUAL=has_residual,
+                   SELECT_LOADS=profile.select_loads, COMPUTE_FP64=acc == torch.float64))
+    if n_rows == 0:
+        prep.dweight.zero_()
+        if prep.dbias is not None:
+            prep.dbias.zero_()
+    return prep, _dropout_scale_parts(dropout_p)
+
+
+def _row_operands(p: _Backward) -> tuple:
+    """The leading arguments of the dx kernels, with a valid tensor for each unused one."""
+    return (p.dy, p.x, p.weight, p.mean if p.mean is not None else p.rstd, p.rstd,
+            p.rowscale if p.rowscale is not None else p.rstd,
+            p.dropout_mask if p.dropout_mask is not None else p.dy,
+            p.dresidual_out if p.dresidual_out is not None else p.dy,
+            p.dx, p.dresidual if p.dresidual is not None else p.dx)
+
+
+def _grads(p: _Backward) -> tuple:
+    # plain tuples: harnesses rebuild outputs with type(out)(iterable)
+    grads = (p.dx.view(p.shape), p.dweight, p.dbias)
+    return grads if p.dresidual is None else grads + (p.dresidual.view(p.shape),)

@@ -27,7 +27,6 @@ STICKY = re.compile(
     re.IGNORECASE)
 LOST_KEY = pytest.StashKey[str]()
 PROPERTY = "device_context_lost"
-DEVICE_CHECK = re.compile(r"\[.*-device(?:-[^\]]*)?\]$")
 
 
 def is_sticky(exc: BaseException | None) -> bool:
@@ -44,6 +43,16 @@ def is_sticky(exc: BaseException | None) -> bool:
             return True
         stack += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
     return False
+
+
+def _device_check(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on the device: its check target's mode, or for a suite test
+    without one (a device probe), its ``cts_modes`` marker."""
+    target = item.callspec.params.get("target") if hasattr(item, "callspec") else None
+    if target is not None:
+        return str(getattr(target, "mode", "")) == "device"
+    marker = item.get_closest_marker("cts_modes")
+    return marker is not None and "device" in marker.args
 
 
 class LostContext:
@@ -69,7 +78,7 @@ class LostContext:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
         lost = self.config.stash.get(LOST_KEY, None)
-        if lost and not self.on_worker and DEVICE_CHECK.search(item.nodeid):
+        if lost and not self.on_worker and _device_check(item):
             pytest.fail(f"not run: the device context was lost in {lost} (a sticky device "
                         f"error); run with -n N so a fresh process runs the checks after it",
                         pytrace=False)

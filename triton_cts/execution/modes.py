@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -94,28 +95,171 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
     return _interpreter_blocker()
 
 
+#: The torch device of device mode (its streams are ``torch.cuda``'s, on ROCm too).
+DEVICE = "cuda"
+#: GPU clock cycles (about 10 ms) the caller's stream is kept busy while an implementation
+#: runs on a side stream (:func:`execute`'s ``side_stream``).
+BUSY_CYCLES = 20_000_000
+
+
+class InputModified(AssertionError):
+    """An implementation wrote into an input it does not own."""
+
+
+class NotOnCallersStream(AssertionError):
+    """An implementation's outputs were not final when the stream it was called on was."""
+
+
+@dataclass(frozen=True)
+class InputRules:
+    """What :func:`execute` checks of a call's inputs: every tensor argument is unchanged
+    after the call, bit for bit, but those the op writes by definition (``writable``:
+    positions or parameter names, from ``OpSpec.mutates``). ``who`` (op and
+    implementation) and ``names`` (the positional parameters) are for the message."""
+
+    who: str
+    names: tuple[str, ...] = ()
+    writable: tuple[int | str, ...] = ()
+
+    def _name(self, key: int | str) -> str | None:
+        if isinstance(key, str):
+            return key
+        return self.names[key] if key < len(self.names) else None
+
+    def writes(self, key: int | str) -> bool:
+        name = self._name(key)
+        return key in self.writable or (name is not None and name in self.writable)
+
+    def label(self, key: int | str) -> str:
+        if isinstance(key, str):
+            return f"keyword argument '{key}'"
+        name = self._name(key)
+        return f"argument {key}" + (f" '{name}'" if name else "")
+
+
 def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dict | None = None,
-            takes_profile: bool = True) -> Any:
+            takes_profile: bool = True, *, inputs: InputRules | None = None,
+            side_stream: bool = False) -> Any:
     """Run an implementation (already loaded for ``mode``) on CPU ``args``.
 
     Returns the outputs on the CPU for device and interpreter modes, and the list of
     captured :class:`~triton_cts.execution.launches.Launch` records for compile mode.
+    With ``inputs``, a call that changed a tensor argument it does not own raises
+    :class:`InputModified` naming it. With ``side_stream``, device mode runs the call on a
+    new stream and reads its outputs after synchronizing only that stream
+    (:func:`_call_on_side_stream`); other modes ignore it.
     """
-    kwargs = dict(kwargs or {})
+    call_kwargs = dict(kwargs or {})
     if takes_profile:
-        kwargs["profile"] = profile
+        call_kwargs["profile"] = profile
     if mode is Mode.DEVICE:
-        dev_args = tuple(copy_with_layout(a, "cuda") if isinstance(a, torch.Tensor) else a
+        dev_args = tuple(copy_with_layout(a, DEVICE) if isinstance(a, torch.Tensor) else a
                          for a in args)
-        out = fn(*dev_args, **kwargs)
-        torch.cuda.synchronize()
-        return _to_cpu(out)
+        # the CPU originals never reach the implementation: they are the copies to compare
+        watched = _watch(inputs, dev_args, kwargs or {}, originals=args)
+        if side_stream:
+            out = _call_on_side_stream(fn, dev_args, call_kwargs,
+                                       inputs.who if inputs else getattr(fn, "__name__", "?"))
+        else:
+            out = fn(*dev_args, **call_kwargs)
+            torch.cuda.synchronize()
+            out = _to_cpu(out)
+        _check_unchanged(inputs, watched)
+        return out
+    watched = _watch(inputs, args, kwargs or {})
     if mode is Mode.INTERPRETER:
         with launches.interpreted():
-            return fn(*args, **kwargs)
-    with launches.capture_launches() as log:
-        fn(*args, **kwargs)
-    return log
+            out = fn(*args, **call_kwargs)
+    else:
+        with launches.capture_launches() as out:
+            fn(*args, **call_kwargs)
+    _check_unchanged(inputs, watched)
+    return out
+
+
+def _call_on_side_stream(fn: Callable, args: tuple, kwargs: dict, who: str):
+    """Call ``fn`` on a new stream that waits for the caller's (where the inputs were
+    copied), while the caller's stream is kept busy for :data:`BUSY_CYCLES`; synchronize
+    only the new stream and copy the outputs to the CPU on it. Work the implementation
+    launches on another stream (the default one, whatever the current stream is) has then
+    most likely not run when its outputs are read: read again once the whole device is
+    synchronized, they differ, and :class:`NotOnCallersStream` says so."""
+    caller = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(caller)
+    busy = getattr(torch.cuda, "_sleep", None)  # a spin kernel, on the caller's stream
+    if busy is not None:
+        busy(BUSY_CYCLES)
+    with torch.cuda.stream(side):
+        out = fn(*args, **kwargs)
+        side.synchronize()
+        early = _to_cpu(out)  # a blocking copy on the side stream: waits for it alone
+    # the outputs are read; let every stream finish before buffers are freed or compared
+    torch.cuda.synchronize()
+    late = _to_cpu(out)
+    changed = [f"output {i}: {n} of {b.numel()} elements"
+               for i, (a, b) in enumerate(zip(_tensors(early), _tensors(late)))
+               if isinstance(a, torch.Tensor) and (n := changed_elements(a, b))]
+    if changed:
+        raise NotOnCallersStream(
+            f"{who}, called on a side stream, was not done when that stream was: its "
+            f"outputs changed after the whole device was synchronized "
+            f"({'; '.join(changed)}). It launches work on another stream (the default "
+            f"one?) than the caller's current stream.")
+    return early
+
+
+def _tensors(out) -> tuple:
+    if isinstance(out, torch.Tensor):
+        return (out,)
+    return tuple(out) if isinstance(out, (tuple, list)) else ()
+
+
+def _watch(rules: InputRules | None, args: tuple, kwargs: dict, originals: tuple = ()):
+    """(key, the tensor the call receives, its values before the call) for each tensor
+    argument the call must leave unchanged; ``originals``: copies already made of the
+    positional ones (device mode)."""
+    if rules is None:
+        return []
+    watched = []
+    for key, t in [*enumerate(args), *kwargs.items()]:
+        if not isinstance(t, torch.Tensor) or t.is_meta or rules.writes(key):
+            continue
+        before = originals[key] if isinstance(key, int) and key < len(originals) \
+            else t.detach().clone()
+        watched.append((key, t, before))
+    return watched
+
+
+def _check_unchanged(rules: InputRules | None, watched) -> None:
+    changed = [(key, n, t.numel()) for key, t, before in watched
+               if (n := changed_elements(before, t))]
+    if changed:
+        what = "; ".join(f"{rules.label(key)}: {n} of {numel} elements changed"
+                         for key, n, numel in changed)
+        raise InputModified(
+            f"{rules.who} wrote into an input it does not own ({what}; compared bit for bit "
+            f"with a copy taken before the call). An op whose implementations update an "
+            f"argument by definition names it in OpSpec.mutates.")
+
+
+def changed_elements(before: torch.Tensor, after: torch.Tensor) -> int:
+    """How many elements of ``after`` differ from ``before`` bit for bit (a NaN payload or
+    the sign of a zero counts; a NaN equals the same NaN)."""
+    if before.numel() == 0:
+        return 0
+    if tuple(before.shape) != tuple(after.shape) or before.dtype != after.dtype:
+        return before.numel()
+    return int((_bits(before) != _bits(after.to(before.device))).any(dim=1).sum())
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bytes of ``t``'s elements, one row per element."""
+    flat = t.detach().reshape(-1)
+    if flat.stride() != (1,):  # a strided view; or one element, which may keep any stride
+        flat = torch.empty_strided((flat.numel(),), (1,), dtype=flat.dtype,
+                                   device=flat.device).copy_(flat)
+    return flat.view(torch.uint8).view(flat.numel(), flat.element_size())
 
 
 def copy_with_layout(t: torch.Tensor, device) -> torch.Tensor:

@@ -86,6 +86,9 @@ BATCH_NORM_TRAIN = OpSpec(
     conditioning=conditioning,
     compile_shapes=((32, 64, 28, 28), (256, 512), (2, 3, 1 << 16)),
     relations=("shift_invariance",),
+    # training updates the running statistics in place (as torch.batch_norm does); they
+    # are also outputs 3 and 4, compared with the reference's update
+    mutates=("running_mean", "running_var"),
 )
 
 OPS = (BATCH_NORM_TRAIN,)

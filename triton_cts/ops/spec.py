@@ -64,6 +64,10 @@ class OpSpec:
     #: profile and shape), by implementation name ("reference", "reference/partial"):
     #: the atomics suite checks them bit for bit, others within the op's tolerance.
     deterministic: tuple[str, ...] = ()
+    #: Arguments the op writes by definition (running statistics a training batch norm
+    #: updates in place), as positional indices or parameter names of ``reference``. The
+    #: runner checks that a call leaves every other tensor argument unchanged, bit for bit.
+    mutates: tuple[int | str, ...] = ()
 
     def __post_init__(self):
         if not self.name.isidentifier():

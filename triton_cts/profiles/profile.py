@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -14,6 +15,10 @@ import torch
 
 from triton_cts import PROFILE_DIR
 from triton_cts.profiles.schema import ProfileError, validate
+
+
+class EmptyProfileDirWarning(UserWarning):
+    """A ``--profile-dir`` folder holds no ``*.toml`` file: likely the wrong folder."""
 
 # --------------------------------------------------------------------------------------
 # The Profile object the launchers and suites use.
@@ -181,6 +186,12 @@ class Profile:
         tol = self.data.get("tolerances", {}).get(op, {}).get(str(dtype).removeprefix("torch."))
         return None if tol is None else (float(tol["rtol"]), float(tol["atol"]))
 
+    def tolerance_overrides(self) -> list[dict]:
+        """Every ``[tolerances]`` override, for reports: a loosened bound must be visible."""
+        return [{"op": op, "dtype": dt, "rtol": float(tol["rtol"]), "atol": float(tol["atol"])}
+                for op, per_dtype in self.data.get("tolerances", {}).items()
+                for dt, tol in per_dtype.items()]
+
     def autotune_configs(self, op: str) -> list[dict[str, int]] | None:
         configs = self.data.get("autotune", {}).get(op)
         return None if configs is None else [dict(c) for c in configs]
@@ -249,9 +260,17 @@ def load_profiles(extra_dirs: Iterable[str | Path] = ()) -> dict[str, Profile]:
     """Every bundled profile plus those in ``extra_dirs``; a later dir may not shadow a name."""
     profiles: dict[str, Profile] = {}
     for directory in (PROFILE_DIR, *map(Path, extra_dirs)):
+        if directory.exists() and not directory.is_dir():
+            raise ProfileError(str(directory), "", "is a file, not a folder: a profile "
+                                                   "directory holds one *.toml file per profile")
         if not directory.is_dir():
             raise ProfileError(str(directory), "", "profile directory does not exist")
-        for path in sorted(directory.glob("*.toml")):
+        paths = sorted(directory.glob("*.toml"))
+        if not paths:
+            warnings.warn(EmptyProfileDirWarning(
+                f"profile directory {directory} holds no *.toml file; no profile was added "
+                f"from it"), stacklevel=2)
+        for path in paths:
             profile = load_profile(path)
             if profile.name in profiles:
                 raise ProfileError(str(path), "name", f"profile '{profile.name}' is already "

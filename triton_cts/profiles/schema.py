@@ -1,9 +1,11 @@
 """The vendor profile schema: every field a profile TOML file holds, what each must be,
-and the cross-field checks of a loaded profile. Each error names the file, the field and
-what was expected (:class:`ProfileError`).
+the cross-field checks of a loaded profile, the plausible range of every number and the
+ceiling of tolerance overrides. Each error names the file, the field and what was
+expected (:class:`ProfileError`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +27,39 @@ DTYPES: dict[str, torch.dtype] = {
     )
     if hasattr(torch, name)
 }
+
+#: What ``--vendor`` reads as a family or a special choice before it looks for a profile
+#: of that name: a profile named so could never be selected by name.
+SPECIAL_SELECTORS = ("all", "auto")
+RESERVED_NAMES = (*VENDOR_FAMILIES, *SPECIAL_SELECTORS)
+
+#: torch.testing.assert_close's default (rtol, atol) per floating dtype. The tolerance
+#: policy (``triton_cts.ops.tolerances``) falls back to these, and a profile's
+#: ``[tolerances]`` override is held against a multiple of them: one table serves both.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+}
+#: Other floating dtypes (fp8): one 3-bit mantissa step.
+OTHER_FLOAT_TOLERANCE = (1.25e-1, 1e-1)
+#: A profile may loosen a dtype's default this many times at most: beyond it an override
+#: no longer describes rounding a target may do, and a wrong result would pass.
+TOLERANCE_CEILING_FACTOR = 100
+
+
+def default_tolerance(dtype_name: str) -> tuple[float, float]:
+    """torch's default (rtol, atol) for a dtype name from :data:`DTYPES`; integers and
+    bool compare exactly."""
+    if dtype_name in DEFAULT_TOLERANCES:
+        return DEFAULT_TOLERANCES[dtype_name]
+    return OTHER_FLOAT_TOLERANCE if DTYPES[dtype_name].is_floating_point else (0.0, 0.0)
+
+
+def tolerance_ceiling(dtype_name: str) -> tuple[float, float]:
+    """The loosest (rtol, atol) a profile override may give ``dtype_name``."""
+    return tuple(TOLERANCE_CEILING_FACTOR * x for x in default_tolerance(dtype_name))
 
 
 class ProfileError(ValueError):
@@ -187,6 +222,115 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+# --------------------------------------------------------------------------------------
+# Plausibility: well-typed numbers no real target has (a typo, a unit slip, a value
+# pasted into the wrong field) are refused. Each range is wide around today's hardware;
+# the tiny constants of derived profiles (suites/strategies.py) stay inside them.
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field (every number in it, for a list or table) may take."""
+    low: float
+    high: float
+    why: str
+
+
+KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
+#: A Triton block holds at most 2^20 elements (TRITON_MAX_TENSOR_NUMEL), 8 MiB of float64;
+#: a program holds at least one 16-byte vector.
+_BLOCK_BYTES = Range(16, 8 * MiB, "bytes one program holds: at least a 16-byte vector, at "
+                                  "most Triton's 2^20-element block of float64")
+
+PLAUSIBLE: dict[str, Range] = {
+    "target.arch": Range(10, 999, "a CUDA compute capability, major * 10 + minor (90 = 9.0)"),
+    "target.warp_size": Range(1, 128, "threads per warp or wavefront: 32 or 64 on GPUs, 1 on NPUs"),
+    "target.rng_counter_bits": Range(32, 64, "a Philox counter width"),
+    "limits.max_threads_per_block": Range(1, 4096, "1024 on every GPU today, 1 on NPUs"),
+    "limits.max_num_warps": Range(1, 128, "32 or 16 on GPUs today, 1 on NPUs"),
+    "limits.shared_memory_per_block": Range(1 * KiB, 64 * MiB,
+                                            "on-chip memory of one block: 64 to 228 KiB today"),
+    "limits.registers_per_sm": Range(0, 4 * MiB, "32-bit registers per SM/CU: 64K to 128K today"),
+    "limits.compute_units": Range(1, 16384, "SMs, CUs or cores of one device: 304 at most today"),
+    "limits.device_memory_bytes": Range(1 * MiB, 64 * TiB,
+                                        "memory of one device: under 300 GiB today"),
+    "limits.grid_max": Range(1, 2**32 - 1, "programs per grid axis: a 32-bit count"),
+    "limits.grid_max_product": Range(1, 2**63 - 1, "programs in one launch: a 64-bit count"),
+    "launch.max_fused_size_bytes": _BLOCK_BYTES,
+    "launch.max_grid_num": Range(1, 2**32 - 1, "programs a launcher starts: a 32-bit count"),
+    "launch.elementwise_block_bytes": _BLOCK_BYTES,
+    "launch.row_stack_bytes": _BLOCK_BYTES,
+    "launch.partials_per_compute_unit": Range(1, 1024, "programs per compute unit: a few"),
+    "launch.default_num_warps": Range(1, 128, "warps of one program"),
+    "launch.num_warps_by_block": Range(1, 1 << 20, "block elements and warps: a Triton block "
+                                                   "holds at most 2^20 elements"),
+    "launch.num_warps_by_block_32bit": Range(1, 1 << 20, "as launch.num_warps_by_block"),
+    "launch.tile_row_min_bytes": Range(0, 4 * KiB, "bytes of a padded tile row: 32 on the 910B"),
+    "launch.column_sum_tile": Range(1, 1 << 20, "rows, columns and warps of one program"),
+    "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
+    "peak.dense_tflops": Range(0, 100_000, "TFLOP/s: about 10,000 (fp4) at most today"),
+    "compile.simds_per_cu": Range(1, 64, "SIMDs or warp schedulers per SM/CU: 4 today"),
+    "compile.max_waves_per_simd": Range(1, 64, "resident waves per SIMD: 8 to 16 today"),
+    "compile.shared_memory_per_cu": Range(1 * KiB, 64 * MiB,
+                                          "on-chip memory of one SM/CU: 64 to 228 KiB today"),
+    "compile.max_blocks_per_cu": Range(1, 1024, "resident blocks per SM/CU: 32 today"),
+    "compile.register_allocation_unit": Range(1, 4096, "registers: 256 on NVIDIA GPUs"),
+    "compile.min_occupancy_waves": Range(0, 64, "waves per SIMD"),
+    "autotune": Range(1, 1 << 20, "block sizes, warps and stages: a Triton block holds at "
+                                  "most 2^20 elements"),
+}
+
+
+def _numbers(value: Any, path: str):
+    """(path, number) for every number in ``value``, lists and tables included."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        yield path, value
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _numbers(v, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, f"{path}.{k}")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+def _check_finite(data: dict, source: str) -> None:
+    """TOML reads ``inf`` and ``nan``: no profile number may be either."""
+    for path, x in _numbers(data, ""):
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ProfileError(source, path.lstrip("."), f"expected a finite number, got {x!r}")
+
+
+def _check_plausible(data: dict, source: str) -> None:
+    for dotted, rng in PLAUSIBLE.items():
+        node: Any = data
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        for path, x in _numbers(node, dotted):
+            if not rng.low <= x <= rng.high:
+                raise ProfileError(source, path, f"{_fmt(x)} is outside the plausible range "
+                                                 f"[{_fmt(rng.low)}, {_fmt(rng.high)}] "
+                                                 f"({rng.why})")
+
+
+def _check_tolerance_ceiling(data: dict, source: str) -> None:
+    """An override above :func:`tolerance_ceiling` would let a wrong result pass."""
+    for op, per_dtype in data.get("tolerances", {}).items():
+        for dt, tol in per_dtype.items():
+            for key, ceiling, default in zip(("rtol", "atol"), tolerance_ceiling(dt),
+                                             default_tolerance(dt)):
+                if tol[key] > ceiling * (1 + 1e-9):
+                    why = (f"{TOLERANCE_CEILING_FACTOR} x torch's default {_fmt(default)} for "
+                           f"{dt}" if default else f"{dt} compares exactly")
+                    raise ProfileError(source, f"tolerances.{op}.{dt}.{key}",
+                                       f"{_fmt(tol[key])} is above the ceiling {_fmt(ceiling)} "
+                                       f"({why})")
+
+
 def _walk(schema: dict, data: Any, prefix: str, source: str) -> None:
     if not isinstance(data, dict):
         raise ProfileError(source, prefix.rstrip("."), f"expected a table, got {data!r}")
@@ -291,7 +435,17 @@ def _check_consistency(d: dict, source: str) -> None:
 
 
 def validate(data: dict, source: str) -> None:
-    """Check a profile's data against :data:`SCHEMA` and the cross-field rules; raise
-    :class:`ProfileError` naming ``source``, the field and what was expected."""
+    """Check a profile's data against :data:`SCHEMA`, the cross-field rules, the tolerance
+    ceilings and the :data:`PLAUSIBLE` ranges; raise :class:`ProfileError` naming
+    ``source``, the field and what was expected."""
+    if isinstance(data, dict):
+        _check_finite(data, source)
     _walk(SCHEMA, data, "", source)
+    if data["name"].strip().lower() in RESERVED_NAMES:
+        raise ProfileError(source, "name",
+                           f"'{data['name']}' is what --vendor reads as a family or special "
+                           f"choice ({', '.join(RESERVED_NAMES)}), so no run could select this "
+                           f"profile by name: rename it (and its file)")
     _check_consistency(data, source)
+    _check_tolerance_ceiling(data, source)
+    _check_plausible(data, source)

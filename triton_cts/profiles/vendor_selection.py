@@ -8,8 +8,7 @@ from typing import Mapping
 
 from triton_cts.errors import UsageError
 from triton_cts.profiles import VENDOR_FAMILIES, Profile
-
-SPECIAL_SELECTORS = ("all", "auto")
+from triton_cts.profiles.schema import SPECIAL_SELECTORS
 
 
 class UnknownDeviceWarning(UserWarning):

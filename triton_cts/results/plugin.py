@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import platform
-import re
 import shlex
 import shutil
 import subprocess
@@ -23,11 +22,15 @@ from pathlib import Path
 import pytest
 
 from triton_cts import CHECKOUT
-from triton_cts.results.expectations import (expectations_toml, load_expectations,
-                                             match_expectation, parse_shard, shard_of,
-                                             stale_expectations)
-from triton_cts.results.records import Record, split_properties, summary_table, verdict
+from triton_cts.targets import CHECK_PROPERTY, is_check, is_suite_test_id
+from triton_cts.results.expectations import (load_expectations, match_expectation,
+                                             parse_shard, shard_of, stale_expectations,
+                                             updated_expectations_toml)
+from triton_cts.results.records import (Record, conforms, split_properties, summary_table,
+                                        verdict)
 from triton_cts.results.report_io import ReportError, atomic_write, document, dump_report
+from triton_cts.results.interruption import RunWatch
+from triton_cts.results.records import outcome, run_problems
 from triton_cts.results.status import (ExpectationWarning, Status, classify_phase, failing_shape,
                                        falsifying_example, first_line, is_quality_warning, worst)
 
@@ -48,15 +51,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from triton_cts.execution.size_budget import max_numel_override
+    from triton_cts.results.report_io import check_outputs
+
     try:
+        max_numel_override()  # a bad TRITON_CTS_MAX_NUMEL stops the run here, not in a kernel
         expectations = [e for f in config.getoption("expectations") for e in load_expectations(f)]
         shard = parse_shard(config.getoption("shard")) if config.getoption("shard") else None
-    except (ReportError, ValueError) as exc:
+        if not hasattr(config, "workerinput"):
+            # Outputs are written when the run ends: one that cannot be is refused now.
+            baseline = config.getoption("write_expectations")
+            check_outputs({"--report-json": config.getoption("report_json"),
+                           "--report-html": config.getoption("report_html"),
+                           "--write-expectations": baseline,
+                           "--junitxml": config.getoption("xmlpath", None)},
+                          [("--expectations", f) for f in config.getoption("expectations")],
+                          updates=("--write-expectations",))  # a baseline updated in place
+            if baseline and Path(baseline).is_file():
+                load_expectations(baseline)  # updated at the end, so it must read now
+    except (ReportError, ValueError) as exc:  # UsageError is a ValueError
         raise pytest.UsageError(str(exc)) from None
     config.stash[EXPECTATIONS] = expectations
     config.stash[SHARD] = shard
     if not hasattr(config, "workerinput"):  # the controller, or a run without xdist
-        config.pluginmanager.register(Collector(config), "triton_cts.results.plugin.collector")
+        config.pluginmanager.register(Collector(config), COLLECTOR)
 
 
 EXPECTATIONS = pytest.StashKey[list]()
@@ -88,8 +106,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = keep
 
 
-class Collector:
-    """Builds the records from the reports this process sees, and writes the outputs."""
+COLLECTOR = "triton_cts.results.plugin.collector"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A run whose records do not conform exits non-zero even where pytest counted no
+    failed test (a suite test that could not be attributed to a check passes as a test,
+    but is a harness error as a check): CI reads the exit status, not the report."""
+    collector = session.config.pluginmanager.get_plugin(COLLECTOR)
+    if collector is None or session.exitstatus != pytest.ExitCode.OK:
+        return
+    records = collector.records()
+    if records and not conforms(records):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+class Collector(RunWatch):
+    """Builds the records from the reports this process sees, and writes the outputs.
+    Signals and interruptions: :class:`triton_cts.results.interruption.RunWatch`."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -98,34 +133,35 @@ class Collector:
         self.quality: dict[str, list[str]] = {}
         self.stale: list[str] = []
         self.started = _now()
-        self._ids = None
+        self.fields: dict[str, dict] = {}          # test id -> what it checks (CHECK_PROPERTY)
+        self.collected_checks: list[str] = []     # suite test ids this run collected
         self._records = None
 
     # -- which tests are checks ------------------------------------------------------------
-    def check_fields(self, nodeid: str) -> dict | None:
-        """op, impl, profile, vendor, mode, dtype of a suite test id, or None for a test
-        that is not a check (the harness's own tests). Parsed from the id against the
-        selection's names, so crash reports made by xdist (no item, no properties) parse
-        too."""
-        from triton_cts.targets import selection
+    def is_check(self, report) -> bool:
+        """Whether a report is a suite check's; remembers what the check checks. Every
+        suite item carries its fields (``targets.check_fields``, attached at collection);
+        a report without them (xdist's report of a worker crash) is a check when an
+        earlier report of the same test was, or when its file is a suite's."""
+        fields = next((v for k, v in getattr(report, "user_properties", ())
+                       if k == CHECK_PROPERTY), None)
+        if fields is not None:
+            self.fields[report.nodeid] = fields
+        return report.nodeid in self.fields or is_suite_test_id(report.nodeid)
 
-        if self._ids is None:
-            sel = selection(self.config)
-            alt = lambda names: "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-            self._vendors = {p.name: p.vendor for p in sel.profiles}
-            self._ids = re.compile(
-                rf"(?P<op>{alt(sel.registry.ops)})-(?P<impl>.+?)-(?P<profile>{alt(self._vendors)})"
-                rf"-(?P<mode>device|interpreter|compile)(?:-(?P<dtype>\w+))?")
-        m = re.fullmatch(r"(?P<path>[^:]+)::(?P<test>[^\[]+)\[(?P<params>.*)\]", nodeid)
-        p = self._ids.fullmatch(m.group("params")) if m else None
-        if p is None:
-            return None
-        return {"suite": Path(m.group("path")).stem, "test": m.group("test"), **p.groupdict(),
-                "vendor": self._vendors[p.group("profile")]}
+    def pytest_collection_finish(self, session) -> None:
+        """The suite checks collected in this process (a run without xdist)."""
+        self.collected_checks = [i.nodeid for i in session.items if is_check(i)]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        """Under xdist every worker collects the same ids; the controller knows only ids."""
+        if not self.collected_checks:
+            self.collected_checks = [i for i in ids if is_suite_test_id(i)]
 
     # -- hooks -----------------------------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.check_fields(report.nodeid) is None:
+        if not self.is_check(report):
             return
         message, text = "", ""
         if report.skipped and isinstance(report.longrepr, tuple):
@@ -156,21 +192,60 @@ class Collector:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session) -> None:
         cfg = self.config
+        self._session, self._notes = session, []
+        self._quiet = True  # a second signal must not cut the writing short
         try:
+            doc = self.document()
             if cfg.getoption("report_json"):
-                dump_report(self.document(), cfg.getoption("report_json"))
+                dump_report(doc, cfg.getoption("report_json"))
             if cfg.getoption("report_html"):
                 render = _html_renderer()
-                atomic_write(cfg.getoption("report_html"), render(self.document()))
-            if cfg.getoption("write_expectations"):
-                atomic_write(cfg.getoption("write_expectations"), expectations_toml(
-                    self.records(), note=f"command: {self.environment()['command']}"))
+                atomic_write(cfg.getoption("report_html"), render(doc))
+            if cfg.getoption("write_expectations") and doc["run"]["interrupted"]:
+                self._notes.append("write-expectations: not written: the run was interrupted "
+                                   "(a baseline must come from a whole run)")
+            elif cfg.getoption("write_expectations"):
+                atomic_write(cfg.getoption("write_expectations"), updated_expectations_toml(
+                    cfg.getoption("write_expectations"), doc["records"], self.collected_checks,
+                    note=f"command: {doc['environment']['command']}"))
         except OSError as exc:
             raise pytest.UsageError(f"cannot write a report: {exc}") from None
+        finally:
+            self.restore_signals()
+        # The exit status says what the verdict says: a run that checked nothing, or ran
+        # no check in a --require-mode mode, fails (an interrupted run already exits 2).
+        checks = doc["records"] or doc["run"]["collected"]
+        if (checks and session.exitstatus == pytest.ExitCode.OK and not cfg.getoption("collectonly")
+                and outcome(doc["records"], doc["run"]) != "conforms"):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    _session = None     # set at session start (RunWatch) and finish
+    _notes = ()         # lines for the terminal summary (a baseline not written, say)
+
+    def final_records(self) -> list[dict]:
+        """The records, with the checks running when the run was interrupted marked
+        Interrupted."""
+        def fields_of(test_id):
+            if test_id in self.fields:
+                return self.fields[test_id]
+            item = next((i for i in getattr(self._session, "items", None) or ()
+                         if i.nodeid == test_id), None)
+            return next((v for k, v in getattr(item, "user_properties", ())
+                         if k == CHECK_PROPERTY), None)
+        return self.mark_interrupted(self.records(), fields_of)
+
+    def run(self, records: list[dict]) -> dict:
+        """The document's ``run`` object (see ``RunWatch.run_info``)."""
+        collected = list(getattr(self, "collected_checks", None) or [])
+        if not collected and self._session is not None:
+            collected = [i.nodeid for i in self._session.items if is_check(i)]
+        return self.run_info(records, collected, self._session,
+                             self.config.getoption("require_mode", None) or ())
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        records = self.records()
-        if not records:
+        records = self.final_records()
+        run = self.run(records)
+        if not records and not run["collected"]:  # no suite checks: the harness's own tests
             return
         tr = terminalreporter
         tr.section("triton-cts conformance")
@@ -183,8 +258,13 @@ class Collector:
         for opt in ("report_json", "report_html", "write_expectations"):
             if self.config.getoption(opt):
                 tr.write_line(f"{opt.replace('_', '-')}: {self.config.getoption(opt)}")
-        line = verdict(records)
-        tr.write_line(line, bold=True, green="DOES NOT" not in line, red="DOES NOT" in line)
+        for note in self._notes:
+            tr.write_line(note, yellow=True)
+        for problem in run_problems(records, run):
+            tr.write_line(problem, red=True)
+        line = verdict(records, run)
+        ok = outcome(records, run) == "conforms"
+        tr.write_line(line, bold=True, green=ok, red=not ok)
 
     # -- building the outputs --------------------------------------------------------------
     def records(self) -> list[dict]:
@@ -198,13 +278,23 @@ class Collector:
         return self._records
 
     def _record(self, nodeid: str, phases: list) -> dict:
-        fields = self.check_fields(nodeid)
+        fields = dict(self.fields.get(nodeid) or {
+            "suite": Path(nodeid.split("::")[0]).stem, "test": nodeid.split("::")[-1],
+            "unattributed": f"{nodeid}: no report carried what it checks (the test never "
+                            f"reached setup in a process that collected it)"})
+        unattributed = fields.pop("unattributed", None)
         status = worst(s for _, s, _, _ in phases)
         reason = next((r for _, s, r, _ in phases if s is status and r), "")
+        if unattributed:  # a record all the same, never silence
+            if status in (Status.CRASH, Status.HARNESS_ERROR):
+                reason = f"{reason}; {unattributed}" if reason else unattributed
+            else:
+                status, reason = Status.HARNESS_ERROR, unattributed
         text = "\n".join(t for _, _, _, t in phases if t)
         # Properties accumulate on the item: the last phase report carries all of them.
-        split = split_properties(max((list(getattr(rep, "user_properties", []))
-                                      for rep, *_ in phases), key=len))
+        split = split_properties([(k, v) for k, v in max(
+            (list(getattr(rep, "user_properties", [])) for rep, *_ in phases), key=len)
+            if k != CHECK_PROPERTY])
         quality = split.pop("quality_warnings") + self.quality.get(nodeid, [])
         if status is Status.PASS and quality:
             status, reason = Status.QUALITY_WARNING, quality[0]
@@ -219,10 +309,13 @@ class Collector:
         return rec
 
     def environment(self) -> dict:
+        from triton_cts.execution import size_budget
         from triton_cts.targets import selection
 
         sel = selection(self.config)
         shard = self.config.stash[SHARD]
+        # the drawn inputs' size cap in each mode that draws them
+        max_numel = {mode: size_budget.max_numel(mode) for mode in ("device", "interpreter")}
         try:
             from hypothesis import settings
             hyp_profile = settings.get_current_profile_name()
@@ -244,14 +337,19 @@ class Collector:
                            "seed": self.config.getoption("hypothesis_seed", None)},
             "expectation_files": list(self.config.getoption("expectations")),
             "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "max_numel": max_numel,
+            # a loosened bound must be visible wherever the report is read
+            "tolerance_overrides": [{"profile": p.name, **o} for p in sel.profiles
+                                    for o in p.tolerance_overrides()],
             "started": self.started, "finished": _now(),
         }
 
     def document(self) -> dict:
-        records = self.records()
+        records = self.final_records()
         return document(self.environment(), records,
                         expectations={"stale": self.stale, "unexpected_passes": [
-                            r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS]})
+                            r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS]},
+                        run=self.run(records))
 
 
 def _html_renderer():

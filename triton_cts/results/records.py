@@ -6,10 +6,12 @@ pytest plugin (:mod:`triton_cts.results.plugin`) and the report commands
 from __future__ import annotations
 
 import json
+import math
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
-from triton_cts.results.status import Status, worst
+from triton_cts.results.status import Status, parse_reproduce_failure, reproduce_failure, worst
 from triton_cts.results.report_io import ReportError
 
 
@@ -28,6 +30,8 @@ class Record:
     vendor: str | None = None
     mode: str | None = None
     dtype: str | None = None
+    #: the check's other parameters (the metamorphic relation, say), by name
+    params: dict = field(default_factory=dict)
     shape: str | None = None
     reason: str = ""
     errors: list[dict] = field(default_factory=list)          # output, max_abs_error, bound
@@ -35,8 +39,18 @@ class Record:
     quality_warnings: list[str] = field(default_factory=list)
     example: str | None = None
     repro: str | None = None
+    #: hypothesis' ``@reproduce_failure('x.y.z', b'...')`` for the failing example, and the
+    #: repro command that replays exactly that example with it (``--reproduce-failure``)
+    reproduce_failure: str | None = None
+    replay: str | None = None
     duration_s: float = 0.0
     properties: dict = field(default_factory=dict)            # other record_property values
+
+    def __post_init__(self) -> None:
+        if self.reproduce_failure is None and self.example:
+            self.reproduce_failure = reproduce_failure(self.example)
+        if self.replay is None:
+            self.replay = replay_command(self.repro, self.reproduce_failure)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -56,23 +70,24 @@ class Record:
 def split_properties(props) -> dict:
     """Sort a check's record_property pairs into record fields: errors (the worst
     "<output> max_abs_error" per output with its "<output> bound"), compile_stats, repro,
-    quality warnings, and the rest."""
-    errors: dict[str, dict] = {}
-    fresh: dict[str, bool] = {}  # the output's worst error so far was the last one recorded
+    quality warnings, and the rest.
+
+    Each "<output> max_abs_error" starts a measurement; the "<output> bound" and
+    "<output> error_ratio" (how far out of bounds: the worst |error| / bound over the
+    elements, recorded for failures) after it belong to it. Per output the measurement with
+    the highest ratio is kept (a failure's, > 1), else the one with the largest error."""
+    measured: dict[str, list[dict]] = {}
     out = {"errors": [], "compile_stats": [], "quality_warnings": [], "repro": None,
            "properties": {}}
     for key, value in props:
         if key.endswith(" max_abs_error"):
             name = key.removesuffix(" max_abs_error")
-            cur = errors.get(name)
-            fresh[name] = cur is None or _num(value) > _num(cur["max_abs_error"])
-            if fresh[name]:
-                errors[name] = {"output": name, "max_abs_error": value, "bound": None}
-        elif key.endswith(" bound") and key.removesuffix(" bound") in errors:
-            # Tests record each error followed by its bound: keep the worst error's.
-            name = key.removesuffix(" bound")
-            if fresh.pop(name, False):
-                errors[name]["bound"] = value
+            measured.setdefault(name, []).append(
+                {"output": name, "max_abs_error": _finite_or_text(value), "bound": None})
+        elif key.endswith(" bound") and key.removesuffix(" bound") in measured:
+            measured[key.removesuffix(" bound")][-1]["bound"] = value
+        elif key.endswith(" error_ratio") and key.removesuffix(" error_ratio") in measured:
+            measured[key.removesuffix(" error_ratio")][-1]["ratio"] = _finite_or_text(value)
         elif key == "compile_stats":
             out["compile_stats"] += value if isinstance(value, list) else [value]
         elif key == "repro":
@@ -82,7 +97,8 @@ def split_properties(props) -> dict:
         else:
             out["properties"][key] = value if isinstance(value, (int, float, str, bool)) \
                 else json.loads(json.dumps(value, default=str))
-    out["errors"] = list(errors.values())
+    out["errors"] = [max(ms, key=lambda m: (_num(m.get("ratio")), _num(m["max_abs_error"])))
+                     for ms in measured.values()]
     return out
 
 
@@ -93,35 +109,138 @@ def _num(v) -> float:
         return float("-inf")
 
 
+def _finite_or_text(v):
+    """A number as JSON can hold it: inf and nan as text ("inf"), which ``_num`` reads back."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def error_ratio(record: dict) -> float | None:
+    """How far out of bounds a check's worst output was (|error| / bound, > 1 for a
+    failure that measured it), or None when no ratio was recorded."""
+    ratios = [_num(e.get("ratio")) for e in record.get("errors") or [] if "ratio" in e]
+    return max(ratios) if ratios else None
+
+
+def replay_command(repro: str | None, blob: str | None) -> str | None:
+    """The repro command that replays exactly one failing example (hypothesis'
+    ``@reproduce_failure`` blob), or None without either."""
+    if not repro or not blob:
+        return None
+    try:
+        version, data = parse_reproduce_failure(blob)
+    except ValueError:
+        return None
+    return f"{repro} --reproduce-failure {shlex.quote(version + ':' + data.decode('ascii'))}"
+
+
 # ---- the matrix and the verdict ----------------------------------------------------------
-def verdict(records) -> str:
-    counts = Counter(Status(r["status"] if isinstance(r, dict) else r.status) for r in records)
+#: What a report's evidence amounts to (``outcome``); only "conforms" conforms.
+OUTCOMES = ("conforms", "does_not_conform", "no_result", "interrupted", "incomplete")
+
+
+def _status(r) -> Status:
+    return Status(r["status"] if isinstance(r, dict) else r.status)
+
+
+def ran(status) -> bool:
+    """Whether a check with this status was checked: not NotSupported, not Waived (a
+    skipped or expected failure says nothing either way)."""
+    return Status(status) not in (Status.NOT_SUPPORTED, Status.WAIVED)
+
+
+def missing_modes(records, run: dict | None) -> list[str]:
+    """The run's required modes (``--require-mode``) in which no check ran."""
+    modes = {r.get("mode") if isinstance(r, dict) else r.mode for r in records if ran(_status(r))}
+    return [m for m in (run or {}).get("required_modes") or [] if m not in modes]
+
+
+def run_problems(records, run: dict | None) -> list[str]:
+    """Why a report cannot show conformance whatever its checks' statuses say, one line
+    each: the run was interrupted, shards are missing, a required mode ran no check, or
+    nothing was checked at all."""
+    run = run or {}
+    problems = []
+    if run.get("interrupted"):
+        how = f"by {run['signal']}" if run.get("signal") else f"({run.get('reason') or 'stopped'})"
+        problems.append(f"interrupted {how}: {len(run.get('not_run') or [])} collected "
+                        f"check(s) never ran")
+    if run.get("incomplete"):
+        problems += [f"incomplete: {m}" for m in run.get("missing") or ["shards are missing"]]
+    problems += [f"required mode {m}: no check ran in it (only not supported or waived)"
+                 for m in missing_modes(records, run)]
+    if not any(ran(_status(r)) for r in records):
+        problems.append("nothing was checked: every check was not supported or waived"
+                        if records else "no checks ran")
+    return problems
+
+
+def outcome(records, run: dict | None = None) -> str:
+    """One of ``OUTCOMES``: interrupted (the run was stopped), incomplete (a merge of
+    some shards only), no_result (no check ran: all not supported or waived, or none at
+    all), does_not_conform (a check does not conform, or a required mode ran no check),
+    conforms."""
+    run = run or {}
+    if run.get("interrupted"):
+        return "interrupted"
+    if run.get("incomplete"):
+        return "incomplete"
+    if not any(ran(_status(r)) for r in records):
+        return "no_result"
+    if missing_modes(records, run) or not all(_status(r).conforms for r in records):
+        return "does_not_conform"
+    return "conforms"
+
+
+def verdict(records, run: dict | None = None) -> str:
+    """The one-line verdict: ``triton-cts: CONFORMS: 18 checks (18 pass)``, ``... DOES NOT
+    CONFORM: ...``, ``... NO RESULT: ...``, ``... INTERRUPTED (SIGINT), DOES NOT CONFORM:
+    ...`` or ``... INCOMPLETE, DOES NOT CONFORM: ...``, then the run's problems."""
+    run = run or {}
+    counts = Counter(_status(r) for r in records)
     total = sum(counts.values())
-    bad = {s: n for s, n in counts.items() if not s.conforms}
     listing = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda i: i[0].severity))
-    if not total:
-        return "triton-cts: NO CHECKS RAN"
-    word = "CONFORMS" if not bad else "DOES NOT CONFORM"
-    return f"triton-cts: {word}: {total} checks ({listing})"
+    result = outcome(records, run)
+    head = {"conforms": "CONFORMS", "does_not_conform": "DOES NOT CONFORM",
+            "no_result": "NO RESULT", "incomplete": "INCOMPLETE, DOES NOT CONFORM",
+            "interrupted": f"INTERRUPTED ({run.get('signal') or run.get('reason') or 'stopped'})"
+                           f", DOES NOT CONFORM"}[result]
+    detail = f"{total} checks ({listing})" if total else "NO CHECKS RAN"
+    notes = [f"{len(run.get('not_run') or [])} collected check(s) never ran"
+             if p.startswith("interrupted") else p
+             for p in run_problems(records, run) if p != "no checks ran"]
+    return f"triton-cts: {head}: {detail}" + "".join(f"; {n}" for n in notes)
 
 
-def conforms(records) -> bool:
-    return bool(records) and all(Status(r["status"]).conforms for r in records)
+def conforms(records, run: dict | None = None) -> bool:
+    return outcome(records, run) == "conforms"
 
 
 def matrix(records: list[dict]) -> tuple[list[str], list[dict]]:
-    """Op x profile cells per suite: ``(profiles, rows)``; each row has op, suite and a
+    """Op x profile cells per suite and check parameters: ``(profiles, rows)``; each row
+    has op, suite, params (the checks' other parameters, e.g. the relation, as text) and a
     ``cells`` dict profile -> {"worst": Status, "counts": {Status: n}}."""
     profiles = sorted({r.get("profile") or "-" for r in records})
     cells: dict[tuple, dict] = defaultdict(lambda: defaultdict(Counter))
     for r in records:
-        cells[(r.get("op") or "-", r.get("suite") or "-")][r.get("profile") or "-"][Status(r["status"])] += 1
+        key = (r.get("op") or "-", r.get("suite") or "-", params_text(r.get("params")))
+        cells[key][r.get("profile") or "-"][Status(r["status"])] += 1
     rows = []
-    for (op, suite), by_profile in sorted(cells.items()):
-        rows.append({"op": op, "suite": suite, "cells": {
+    for (op, suite, params), by_profile in sorted(cells.items()):
+        rows.append({"op": op, "suite": suite, "params": params, "cells": {
             p: {"worst": worst(c), "counts": dict(sorted(c.items(), key=lambda i: -i[0].severity))}
             for p, c in by_profile.items()}})
     return profiles, rows
+
+
+def params_text(params: dict | None) -> str:
+    """A check's extra parameters as one label: ``shift_invariance``, ``edge=max, n=3``."""
+    if not params:
+        return ""
+    if len(params) == 1:
+        return str(next(iter(params.values())))
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
 def cell_text(cell: dict | None) -> str:
@@ -135,7 +254,9 @@ def summary_table(records: list[dict], tablefmt: str = "simple") -> str:
     from tabulate import tabulate
 
     profiles, rows = matrix(records)
-    body = [[row["op"], row["suite"]] + [cell_text(row["cells"].get(p)) for p in profiles]
-            for row in rows]
+    with_params = any(row["params"] for row in rows)
+    body = [[row["op"], row["suite"]] + ([row["params"]] if with_params else [])
+            + [cell_text(row["cells"].get(p)) for p in profiles] for row in rows]
+    headers = ["op", "suite"] + (["check"] if with_params else []) + profiles
     legend = "counts: " + " ".join(f"{s.short}={s.value}" for s in Status)
-    return tabulate(body, headers=["op", "suite"] + profiles, tablefmt=tablefmt) + "\n" + legend
+    return tabulate(body, headers=headers, tablefmt=tablefmt) + "\n" + legend

@@ -61,19 +61,75 @@ def load_report(path, any_version: bool = False) -> dict:
 
 def atomic_write(path, text: str) -> Path:
     """Write to a temporary file beside ``path``, then rename it over ``path``: a reader
-    sees the old file or the new one, never half of one."""
+    sees the old file or the new one, never half of one. An OSError names ``path``, the
+    file the user asked for, never the temporary one."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give it a normal file's mode
         os.replace(tmp, path)
+    except OSError as exc:
+        _discard(tmp)
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _discard(tmp)
         raise
     return path
+
+
+def _discard(tmp) -> None:
+    if tmp is not None:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def check_outputs(outputs: dict[str, str | None], inputs: list[tuple[str, str]] = (),
+                  updates: tuple[str, ...] = ()) -> None:
+    """Refuse, before a run, outputs it could not write at its end. ``outputs`` maps an
+    option (``--report-json``) to the path given or None; ``inputs`` lists (option, path)
+    of files the run reads; ``updates`` names the output options that may be one of those
+    inputs (a file updated in place). Nothing is created: an interrupted run must not leave
+    empty outputs. Raises :class:`ReportError` naming the option and the user's path."""
+    seen: dict[str, tuple[str, str]] = {}
+    for option, path in outputs.items():
+        if not path:
+            continue
+        why = unwritable(path)
+        if why:
+            raise ReportError(f"{option} {path}: cannot be written: {why}")
+        key = os.path.realpath(path)
+        if key in seen:
+            raise ReportError(f"{option} {path}: the same file as {seen[key][0]} "
+                              f"{seen[key][1]}; give each output its own path")
+        seen[key] = (option, path)
+        for in_option, in_path in inputs:
+            if os.path.realpath(in_path) == key and option not in updates:
+                raise ReportError(f"{option} {path}: the same file as the input {in_option} "
+                                  f"{in_path}; writing it would replace what this run reads")
+
+
+def unwritable(path) -> str | None:
+    """Why a file could not be written (by :func:`atomic_write`) at ``path``, or None.
+    A missing folder is fine where it can be made: atomic_write makes it."""
+    path = Path(path)
+    if path.is_dir():
+        return "it is a folder, not a file"
+    if path.exists():
+        if not path.is_file():
+            return "it exists and is not a regular file"
+        if not os.access(path, os.W_OK):
+            return "the file exists and is not writable"
+    folder = path.absolute().parent
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
 
 
 def _umask() -> int:

@@ -1,7 +1,8 @@
 """The status model: how one check ended (:class:`Status`), which statuses conform, and how
 a pytest outcome (phase, outcome, message, traceback) maps to a status.
 
-A run conforms when every record is Pass, NotSupported, QualityWarning or Waived.
+A run conforms when every record is Pass, NotSupported, QualityWarning or Waived (and, as a
+whole, it checked something and was not interrupted: ``records.outcome``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ class Status(str, enum.Enum):
     WAIVED = "waived"
     QUALITY_WARNING = "quality_warning"
     UNEXPECTED_PASS = "unexpected_pass"
+    INTERRUPTED = "interrupted"  # the run was stopped (a signal, a stop) before it finished
     FAIL = "fail"
     TIMEOUT = "timeout"
     CRASH = "crash"
@@ -42,7 +44,8 @@ class Status(str, enum.Enum):
 
 CONFORMING = frozenset({Status.PASS, Status.NOT_SUPPORTED, Status.QUALITY_WARNING, Status.WAIVED})
 SHORT = {Status.PASS: "P", Status.NOT_SUPPORTED: "N", Status.WAIVED: "W",
-         Status.QUALITY_WARNING: "Q", Status.UNEXPECTED_PASS: "U", Status.FAIL: "F",
+         Status.QUALITY_WARNING: "Q", Status.UNEXPECTED_PASS: "U", Status.INTERRUPTED: "I",
+         Status.FAIL: "F",
          Status.TIMEOUT: "T", Status.CRASH: "C", Status.HARNESS_ERROR: "H"}
 
 
@@ -139,6 +142,33 @@ def falsifying_example(longrepr: str) -> str | None:
                 break
             out.append(line)
     return "\n".join(out).strip() or None
+
+
+_BLOB = re.compile(r"@?reproduce_failure\(\s*(['\"])([\w.+-]+)\1\s*,\s*b(['\"])([^'\"]*)\3\s*\)")
+
+
+def reproduce_failure(text: str | None) -> str | None:
+    """The ``@reproduce_failure('x.y.z', b'...')`` decorator hypothesis prints for a failing
+    example (profiles with ``print_blob=True``), from a failure text; the last one when a
+    text holds several (hypothesis' final replay)."""
+    found = _BLOB.findall(text or "")
+    if not found:
+        return None
+    _, version, _, blob = found[-1]
+    return f"@reproduce_failure({version!r}, b{blob!r})"
+
+
+def parse_reproduce_failure(text: str) -> tuple[str, bytes]:
+    """``(version, blob)`` of a ``@reproduce_failure(...)`` decorator text (the record's
+    ``reproduce_failure``), or of ``VERSION:BLOB``; ValueError for anything else."""
+    m = _BLOB.search(text)
+    if m:
+        return m.group(2), m.group(4).encode("ascii")
+    version, sep, blob = text.strip().partition(":")
+    if not sep or not re.fullmatch(r"[\w.+-]+", version) or not re.fullmatch(r"[\w+/=]+", blob):
+        raise ValueError(f"{text!r} is not a hypothesis @reproduce_failure('x.y.z', b'...') "
+                         f"decorator (as a report's \"reproduce_failure\" holds) nor VERSION:BLOB")
+    return version, blob.encode("ascii")
 
 
 def failing_shape(longrepr: str) -> str | None:
