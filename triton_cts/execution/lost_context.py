@@ -45,7 +45,7 @@ def is_sticky(exc: BaseException | None) -> bool:
     return False
 
 
-def _device_check(item: pytest.Item) -> bool:
+def is_device_check(item: pytest.Item) -> bool:
     """Whether ``item`` runs on the device: its check target's mode, or for a suite test
     without one (a device probe), its ``cts_modes`` marker."""
     target = item.callspec.params.get("target") if hasattr(item, "callspec") else None
@@ -78,7 +78,7 @@ class LostContext:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
         lost = self.config.stash.get(LOST_KEY, None)
-        if lost and not self.on_worker and _device_check(item):
+        if lost and not self.on_worker and is_device_check(item):
             pytest.fail(f"not run: the device context was lost in {lost} (a sticky device "
                         f"error); run with -n N so a fresh process runs the checks after it",
                         pytrace=False)

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 import pytest
 
 from triton_cts.errors import UsageError
+from triton_cts.execution.lost_context import is_device_check
 from triton_cts.results.status import NOT_SUPPORTED
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -332,16 +333,6 @@ def sanitized_specs(specs: list[str], binary: str, tool: str, log_dir: str) -> l
                              f"{log_dir}, {binary}, {' '.join(python)}")
         out.append("//".join(parts))
     return out
-
-
-def is_device_check(item: pytest.Item) -> bool:
-    """Whether ``item`` runs on the device: its check target's mode, or for a suite test
-    without one (a device probe), its ``cts_modes`` marker."""
-    target = item.callspec.params.get("target") if hasattr(item, "callspec") else None
-    if target is not None:
-        return str(getattr(target, "mode", "")) == "device"
-    marker = item.get_closest_marker("cts_modes")
-    return marker is not None and "device" in marker.args
 
 
 # ---- the pytest plugin ---------------------------------------------------------------
