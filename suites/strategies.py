@@ -174,7 +174,8 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     """A profile with the real one's target and capabilities but tiny hardware constants,
     so fallback (row beyond MAX_FUSED_SIZE), multi-row and grid-stride paths run on small
     tensors: MAX_FUSED_SIZE from 64 bytes, one or several short rows per program,
-    MAX_GRID_NUM from 1, few cores, either IO strategy."""
+    MAX_GRID_NUM from 1, few cores, either IO strategy, few partial sums per core, small
+    dweight/dbias tiles, and one small matmul tile with small groups."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     return profile.derive(
         name=f"{profile.name}~fuzzed",
@@ -186,7 +187,30 @@ def derived_profiles(draw, profile: Profile) -> Profile:
             "limits.compute_units": draw(st.integers(1, 8)),
             "io.load": draw(st.sampled_from(["masked", "select"])),
             "io.row_constants": draw(st.sampled_from(["pointer", "slice_broadcast"])),
+            # every other launch constant a kernel takes from the profile, small enough
+            # that small inputs span several tiles, groups and partial sums
+            "launch.partials_per_compute_unit": draw(st.integers(1, 3)),
+            "launch.column_sum_tile": [draw(st.sampled_from([1, 2, 4, 8])),
+                                       draw(st.sampled_from([2, 4, 8, 16])),
+                                       draw(_small_warps(profile))],
+            "autotune.matmul": [draw(small_matmul_configs(profile))],
         })
+
+
+def _small_warps(profile: Profile) -> st.SearchStrategy[int]:
+    return st.sampled_from([w for w in (1, 2, 4) if w <= profile.max_num_warps])
+
+
+@st.composite
+def small_matmul_configs(draw, profile: Profile) -> dict[str, int]:
+    """A matmul tile of 16 or 32 a side, with groups of 1 to 3 tile rows (a ragged last
+    group on most inputs), so a small product spans several tiles and groups."""
+    return {"BLOCK_SIZE_M": draw(st.sampled_from([16, 32])),
+            "BLOCK_SIZE_N": draw(st.sampled_from([16, 32])),
+            "BLOCK_SIZE_K": draw(st.sampled_from([16, 32])),
+            "GROUP_SIZE_M": draw(st.integers(1, 3)),
+            "num_warps": draw(_small_warps(profile)),
+            "num_stages": draw(st.sampled_from([1, 2]))}
 
 
 # ---- atomics x autotune: inputs where a clobbered accumulator shows -----------------

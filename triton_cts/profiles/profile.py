@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 import torch
 
 from triton_cts import PROFILE_DIR
-from triton_cts.profiles.schema import ProfileError, validate
+from triton_cts.profiles.schema import SCHEMA, ProfileError, validate
 
 
 class EmptyProfileDirWarning(UserWarning):
@@ -210,13 +210,13 @@ class Profile:
         """A copy with some fields changed, validated like a file: ``derive(**{"launch.max_grid_num": 2})``."""
         data = _deepcopy(self.data)
         for dotted, value in changes.items():
-            node = data
+            node, schema = data, SCHEMA
             *parents, last = dotted.replace("__", ".").split(".")
             for part in parents:
-                node = node[part]
-            if last not in node:
+                node, schema = node.setdefault(part, {}), schema.get(part, {})
+            if last not in node and not (isinstance(schema, dict) and last in schema):
                 raise ProfileError(f"derived from {self.name}", dotted, "unknown field")
-            node[last] = value
+            node[last] = value  # an optional field the profile lacks may be added
         data["name"] = name or f"{self.name}~derived"
         return profile_from_dict(data, source=f"derived from {self.name}")
 
