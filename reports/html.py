@@ -46,4 +46,5 @@ def render(doc: dict) -> str:
         counts=Counter(r["status"] for r in records), verdict=verdict(records, doc.get("run")),
         conforms=conforms(records, doc.get("run")), expectations=doc.get("expectations") or {},
         compile_tables=compile_tables(records), run=doc.get("run") or {},
+        coverage=doc.get("coverage") or {},
         run_problems=run_problems(records, doc.get("run")))

@@ -39,3 +39,27 @@ def test_a_small_product_spans_several_tiles_and_a_ragged_group():
     (launch,) = [entry for entry in log if entry.launched]
     tiles = cdiv(80, 16) * cdiv(40, 16)
     assert launch.grid[0] == min(tiles, derived.max_grid_num) == tiles
+
+
+def test_the_report_lists_the_launch_coverage_and_its_gaps(tmp_path):
+    """Each check's launches are kept, and the report gathers them per kernel: matmul's
+    tiles and groups reached, and a boolean constexpr no check set the other way is a gap
+    of the run (not a failure of a check)."""
+    from tests.helpers import run_pytest
+    from triton_cts.results.report_io import load_report
+
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    result = run_pytest("suites/test_numerics.py::test_matches_reference_under_fuzzed_constants",
+                        "--op", "matmul", "--vendor", "nvidia-sm90", "--mode", "interpreter",
+                        "--hypothesis-profile", "ci", "--report-json", str(out),
+                        "--report-html", str(page))
+    assert result.returncode == 0, result.stdout[-3000:]
+    doc = load_report(out)
+    kernel = doc["coverage"]["kernels"]["_matmul_kernel"]
+    assert kernel["checks"] >= 1 and kernel["multi_program"]
+    assert set(kernel["constexprs"]["BLOCK_SIZE_M"]) <= {16, 32}  # the derived tiles
+    assert all(r["properties"].get("launch_coverage") for r in doc["records"]
+               if r["status"] == "pass")
+    assert any(g.startswith("_matmul_kernel: ") for g in doc["coverage"]["gaps"])
+    assert "launch coverage:" in result.stdout
+    assert 'id="launch-coverage"' in page.read_text()

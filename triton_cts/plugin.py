@@ -22,7 +22,8 @@ from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
 from triton_cts.targets import (CHECK_PROPERTY, SELECTION_KEY, CheckTarget, Selection,
                                 build_selection, check_fields, dtype_gap, is_check, selection)
 
-pytest_plugins = ["triton_cts.results.plugin"]  # result records, expectations, shards, reports
+# result records, expectations, shards, reports; the launch coverage of every check
+pytest_plugins = ["triton_cts.results.plugin", "triton_cts.execution.coverage"]
 REQUIRABLE_MODES = tuple(m for m in MODE_CHOICES if m != "auto")  # --require-mode
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from triton_cts import CHECKOUT
+from triton_cts.execution import coverage
 from triton_cts.targets import CHECK_PROPERTY, is_check, is_suite_test_id
 from triton_cts.results.expectations import (load_expectations, match_expectation,
                                              parse_shard, shard_of, stale_expectations,
@@ -255,6 +256,12 @@ class Collector(RunWatch):
             tr.write_line(f"unexpected pass (remove its expectation entry): {tid}", yellow=True)
         for msg in self.stale:
             tr.write_line(f"stale {msg}", yellow=True)
+        gaps = coverage.summarize(records)["gaps"]
+        if gaps:  # a quality warning of the run: paths no check reached
+            tr.write_line(f"launch coverage: {len(gaps)} gap(s), situations no check "
+                          f"reached (the report's \"coverage\" lists them): "
+                          + "; ".join(gaps[:5]) + (" ..." if len(gaps) > 5 else ""),
+                          yellow=True)
         for opt in ("report_json", "report_html", "write_expectations"):
             if self.config.getoption(opt):
                 tr.write_line(f"{opt.replace('_', '-')}: {self.config.getoption(opt)}")
@@ -349,7 +356,7 @@ class Collector(RunWatch):
         return document(self.environment(), records,
                         expectations={"stale": self.stale, "unexpected_passes": [
                             r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS]},
-                        run=self.run(records))
+                        run=self.run(records), coverage=coverage.summarize(records))
 
 
 def _html_renderer():
