@@ -31,8 +31,10 @@ def describe(launch) -> dict:
         if not getattr(p, "is_constexpr", False):
             continue
         value = launch.kwargs.get(p.name, launch.args[i] if i < len(launch.args) else None)
-        if isinstance(value, (bool, int)) and not isinstance(value, float):
+        if isinstance(value, bool) or (isinstance(value, int) and -2**31 <= value < 2**31):
             constexprs[p.name] = value
+        elif isinstance(value, int):  # a sentinel (INT64_MIN, say): kept as text, as xdist
+            constexprs[p.name] = str(value)  # sends only 32-bit ints
     return {"kernel": launch.name, "constexprs": constexprs,
             "programs": math.prod(launch.grid)}
 
