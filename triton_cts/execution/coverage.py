@@ -36,7 +36,7 @@ def describe(launch) -> dict:
         elif isinstance(value, int):  # a sentinel (INT64_MIN, say): kept as text, as xdist
             constexprs[p.name] = str(value)  # sends only 32-bit ints
     return {"kernel": launch.name, "constexprs": constexprs,
-            "programs": math.prod(launch.grid)}
+            "programs": min(math.prod(launch.grid), 2**31 - 1)}  # xdist: 32-bit ints
 
 
 @pytest.hookimpl(wrapper=True)
