@@ -15,15 +15,14 @@ import shlex
 import pytest
 
 from triton_cts.errors import UsageError
-from triton_cts.execution import lost_context, sanitizer
+from triton_cts.execution import coverage, lost_context, sanitizer
 from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
 from triton_cts.execution.size_budget import boundary_shapes
 from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
 from triton_cts.targets import (CHECK_PROPERTY, SELECTION_KEY, CheckTarget, Selection,
                                 build_selection, check_fields, dtype_gap, is_check, selection)
 
-# result records, expectations, shards, reports; the launch coverage of every check
-pytest_plugins = ["triton_cts.results.plugin", "triton_cts.execution.coverage"]
+pytest_plugins = ["triton_cts.results.plugin"]  # result records, expectations, shards, reports
 REQUIRABLE_MODES = tuple(m for m in MODE_CHOICES if m != "auto")  # --require-mode
 
 
@@ -102,6 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     lost_context.register(config)
+    if not config.pluginmanager.has_plugin(coverage.__name__):  # every check's launches
+        config.pluginmanager.register(coverage, coverage.__name__)
     _share_cpu_threads()
     sanitizer.register(config, config.stash[SELECTION_KEY])
 
