@@ -170,16 +170,28 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
                            inputs=input_rules(target), side_stream=side_stream)
     except UnsupportedDtypeError as exc:
         pytest.skip(NOT_SUPPORTED + str(exc))
-    except torch.OutOfMemoryError as exc:
-        # the device is shared by every worker: out of memory says nothing of the kernel
-        pytest.skip(f"{NOT_SUPPORTED}device memory exhausted ({first_line(str(exc))}); run "
-                    f"with fewer -n workers")
     except Exception as exc:
+        if _device_memory_exhausted(exc):
+            # the device is shared by every worker: out of memory says nothing of the kernel
+            pytest.skip(f"{NOT_SUPPORTED}device memory exhausted ({first_line(str(exc))}); "
+                        f"run with fewer -n workers")
         from triton_cts.execution.interpreter_defects import known_defect
         why = known_defect(exc) if target.mode is Mode.INTERPRETER else None
         if why is None:
             raise
         pytest.skip(NOT_SUPPORTED + why)
+
+
+def _device_memory_exhausted(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device ran out of memory, not that a kernel is wrong:
+    torch's allocator raises OutOfMemoryError; Triton's launcher raises a RuntimeError
+    wrapping CUDA_ERROR_OUT_OF_MEMORY (or HIP's) when a module or launch no longer fits."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    if not isinstance(exc, RuntimeError):
+        return False
+    text = str(exc)
+    return "Triton Error [" in text and "out of memory" in text
 
 
 def input_rules(target) -> InputRules:

@@ -144,3 +144,19 @@ def test_a_check_no_drawn_case_exercises_is_not_supported_not_failed(tmp_path):
         never_relevant()
     with pytest.raises(AssertionError):
         wrong()
+
+
+def test_a_failure_whose_replay_does_not_tune_again_is_reported_as_itself():
+    """An implementation with its own tuning cache tunes a shape once per process, so
+    hypothesis' replay of a failing case does not tune. The replay is still checked, and
+    the report shows the first call's mismatch, not an UnsatisfiedAssumption."""
+    impl = f"{PLANTED}:layer_norm_backward_no_reset_tuned_once"
+    result = run_pytest(SUITE, "--vendor", "nvidia-sm90", "--mode", "interpreter",
+                        "--op", "layer_norm_backward", "--impl", f"layer_norm_backward={impl}",
+                        "--hypothesis-profile", "ci", "-k", "first_tuning_call",
+                        "-p", "no:randomly")
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "FAILED" in out and "first_tuning_call" in out, out
+    assert "UnsatisfiedAssumption" not in out, out
+    assert "out of tolerance" in out, out

@@ -234,3 +234,31 @@ def test_prod_bound_grows_with_the_factors_beyond_those_it_was_measured_for():
     extra = (float(PROD_ALL.error_scale(x)) - 1.0) * 1e-5  # added to atol
     assert extra == pytest.approx(4e-4 * (4095 * 4096 / 2**22 - 1) * 3.3247)
     assert 0.00263 < 1e-5 + extra + 4e-4 * 3.3247
+
+
+def _raising(exc):
+    def impl(x):
+        raise exc
+    return impl
+
+
+@pytest.mark.parametrize("exc, not_supported", [
+    (RuntimeError("Triton Error [CUDA]: out of memory"), True),
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB"), True),
+    (RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered"), False),
+    (RuntimeError("out of memory in the kernel's own bookkeeping"), False),
+])
+def test_device_memory_exhaustion_is_not_a_kernel_failure(monkeypatch, exc, not_supported):
+    """Workers share one device: an implementation whose launch finds no device memory
+    left (a Triton launch raises RuntimeError, torch's allocator OutOfMemoryError) is not
+    supported there, never a failure of the kernel; any other error still fails."""
+    target = CheckTarget(OPS["gelu"], Implementation("torch", "gelu", "torch:none"), SM90,
+                         Mode.INTERPRETER)
+    monkeypatch.setattr(Implementation, "load", lambda self: _raising(exc))
+    monkeypatch.setattr(Implementation, "takes_profile", lambda self, fn: False)
+    if not_supported:
+        with pytest.raises(pytest.skip.Exception, match="not supported: device memory"):
+            runner.run_target(target, (torch.ones(4),), {})
+    else:
+        with pytest.raises(type(exc)):
+            runner.run_target(target, (torch.ones(4),), {})

@@ -71,3 +71,18 @@ def max_all_atomic_reset_to_zero(x, *, profile):
     if x.dtype.is_floating_point:
         acc = torch.where(nan_flag.bool(), torch.full_like(acc, float("nan")), acc)
     return acc.to(x.dtype).reshape(())
+
+
+_CHOSEN: dict = {}
+
+
+def layer_norm_backward_no_reset_tuned_once(dy, x, weight, bias, mean, rstd, *, profile):
+    """layer_norm_backward_no_reset behind a launcher with its own tuning cache (as
+    FlagGems keeps one): it tunes a shape once per process, later calls of that shape
+    launch the chosen config untuned. Only the first call is wrong, and a replay of it
+    does not tune again."""
+    key = (tuple(x.shape), x.dtype)
+    if key not in _CHOSEN:
+        _CHOSEN[key] = True
+        return layer_norm_backward_no_reset(dy, x, weight, bias, mean, rstd, profile=profile)
+    return ln.layer_norm_backward(dy, x, weight, bias, mean, rstd, profile=profile)
