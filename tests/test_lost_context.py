@@ -80,3 +80,35 @@ def test_sticky_errors(exc, sticky):
     except AssertionError as outer:
         assert is_sticky(outer) is sticky
     assert is_sticky(ExceptionGroup("hypothesis", [ValueError("x"), exc])) is sticky
+
+
+class _Item:
+    """A device or interpreter check, as is_device_check reads one."""
+    def __init__(self, mode):
+        self.mode = mode
+
+    def get_closest_marker(self, name):
+        return pytest.mark.cts_modes(self.mode).mark if name == "cts_modes" else None
+
+
+@pytest.mark.parametrize("mode, charged", [("device", True), ("interpreter", False)])
+def test_an_asynchronous_fault_fails_the_check_that_launched_it(monkeypatch, mode, charged):
+    """A device check waits for its kernels before its call ends, so a kernel fault that
+    surfaces only at the next synchronization is charged to it, not to the next check."""
+    import torch
+    from triton_cts.execution.lost_context import LostContext
+
+    def faulted():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", faulted)
+    config = type("Config", (), {"stash": {}})()
+    hook = LostContext(config).pytest_runtest_call(_Item(mode))
+    next(hook)  # the check's body runs here and returns normally
+    if charged:
+        with pytest.raises(RuntimeError, match="illegal memory access"):
+            hook.send(None)
+    else:
+        with pytest.raises(StopIteration):
+            hook.send(None)

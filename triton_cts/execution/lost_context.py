@@ -62,6 +62,18 @@ class LostContext:
         self.lost_in: set[str] = set()  # controller: checks whose worker ended after them
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        """Wait for a device check's kernels before its call ends: a fault of a kernel it
+        launched asynchronously (a stray write of a library kernel whose outputs were
+        read on another stream, or not at all) then fails this check, not the next check
+        the worker runs."""
+        try:
+            return (yield)
+        finally:
+            if is_device_check(item):
+                synchronize_device()
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         report = yield
         if call.excinfo is not None and is_sticky(call.excinfo.value) \
@@ -103,6 +115,13 @@ class LostContext:
             report.outcome = "passed"
             report.when = "teardown"
             report.longrepr = None
+
+
+def synchronize_device() -> None:
+    """Wait for every kernel queued on the current device, where torch has started one."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def register(config: pytest.Config) -> None:
