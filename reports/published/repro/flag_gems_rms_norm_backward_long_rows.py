@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""FlagGems 5.0.2: RMS norm backward fails to compile for rows of more than 2^20 elements.
+
+rms_norm_backward sizes its block as the whole row rounded up to a power of two, with no
+cap and no looped fallback: for a row of 1048577 elements or more the block exceeds
+Triton's maximum tensor size ("CompilationError: numel (2097152) exceeds triton maximum
+tensor numel (1048576)"). The forward handles such rows. torch handles any row length.
+
+Suite example (H100, device run at the profile boundaries): rms_norm_backward float16,
+float32 and bfloat16, rows of 2097153 elements (`long_rows`, shape (4, 2097153)).
+
+Exit status: 1 if the finding reproduces, 0 if not, 2 if this machine cannot run it.
+"""
+import platform
+import sys
+import traceback
+
+import torch
+
+#: torch.testing.assert_close's default (rtol, atol) per dtype.
+TOLERANCE = {torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5),
+             torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
+
+
+def environment(library):
+    """Print the versions and the GPU; the library's import error ends the run (exit 2)."""
+    import importlib
+    from importlib import metadata
+
+    import triton
+    module = importlib.import_module(library)
+    dist = {"flag_gems": "flag-gems", "liger_kernel": "liger-kernel"}[library]
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        version = getattr(module, "__version__", "unknown")
+    cap = "".join(map(str, torch.cuda.get_device_capability()))
+    print(f"python {platform.python_version()}, torch {torch.__version__}, triton "
+          f"{triton.__version__}, {dist} {version}")
+    print(f"device: {torch.cuda.get_device_name()} (sm_{cap})")
+    return module
+
+
+def compare(name, out, ref, rtol, atol):
+    """Print the largest |out - ref| and the worst element against assert_close's bound
+    atol + rtol * |ref| (NaN must be NaN, inf the same inf); return whether any element is
+    outside it."""
+    got, want = out.detach().cpu().double(), ref.detach().cpu().double()
+    if got.shape != want.shape:
+        print(f"  {name}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+        return True
+    ok = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    finite = torch.isfinite(got) & torch.isfinite(want)
+    err = torch.where(finite, (got - want).abs(), torch.zeros_like(got))
+    bad = int((~ok).sum())
+    line = (f"  {name}: max |out - ref| = {float(err.max()) if err.numel() else 0.0:.3g}; "
+            f"{bad} of {want.numel()} elements outside atol + rtol*|ref| "
+            f"(rtol={rtol:g}, atol={atol:g})")
+    if bad:
+        excess = torch.where(ok, torch.full_like(err, -1.0),
+                             torch.where(finite, err - (atol + rtol * want.abs()),
+                                         torch.full_like(err, float("inf"))))
+        i = int(torch.argmax(excess.reshape(-1)))
+        o, r = got.reshape(-1)[i].item(), want.reshape(-1)[i].item()
+        idx = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), want.shape)) if want.dim() else ()
+        line += (f"; worst at {idx}: out={o!r}, ref={r!r}, |out-ref|={abs(o - r):.3g} > "
+                 f"{atol + rtol * abs(r):.3g}")
+    print(line)
+    return bad > 0
+
+
+def run(main):
+    """Exit 1 if the finding reproduces, 0 if not, 2 if this machine cannot run it."""
+    if not torch.cuda.is_available():
+        print("no CUDA device: cannot run")
+        sys.exit(2)
+    try:
+        sys.exit(1 if main() else 0)
+    except SystemExit:
+        raise
+    except ImportError as exc:
+        print(f"cannot import the library: {exc}")
+        sys.exit(2)
+    except Exception:  # noqa: BLE001 - an unexpected failure is not a reproduction
+        traceback.print_exc()
+        sys.exit(2)
+
+
+def main():
+    environment("flag_gems")
+    from flag_gems.ops.rms_norm import rms_norm_backward, rms_norm_forward
+    gen = torch.Generator().manual_seed(0)
+    failing = []
+    for n in (1048577,):  # one past Triton's largest block; 2^20 itself compiles (slowly)
+        x = torch.randn(2, n, generator=gen).cuda()
+        w = torch.randn(n, generator=gen).cuda()
+        dy = torch.randn(2, n, generator=gen).cuda()
+        try:
+            _, inv_rms = rms_norm_forward(x, (n,), w, 1e-6)
+            rms_norm_backward(dy, x, inv_rms, (n,), w, 1e-6)
+            torch.cuda.synchronize()
+            print(f"  rows of {n}: ok")
+        except Exception as exc:  # noqa: BLE001 - the finding
+            text = " ".join(str(exc).split())
+            print(f"  rows of {n}: {type(exc).__name__}: {text[:300]}")
+            failing.append(n)
+    print(f"REPRODUCED: rows of {failing} elements raise" if failing else "NOT REPRODUCED")
+    return bool(failing)
+
+if __name__ == "__main__":
+    run(main)
