@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from tabulate import tabulate
 
 from reports.diff import diff
 from reports.merge import merge
+from triton_cts.results import behaviour
 from triton_cts.results.records import conforms, outcome, run_problems, summary_table, verdict
 from triton_cts.results.report_io import ReportError, atomic_write, dump_report, load_report
 
@@ -98,11 +100,33 @@ def cmd_diff(args) -> int:
         print(f"compile-stat regressions ({len(d.compile_regressions)}):")
         print(tabulate(d.compile_regressions, headers=["test id", "kernel", "stat", "old", "new"]))
         print()
+    changes = behaviour.diff(old, new)
+    if changes:  # implementation-defined results: data, never a regression
+        print(f"behaviour differences, not failures ({len(changes)}):")
+        print("\n".join(behaviour.format_diff(changes)))
+        print()
+    if d.toolchain_changed:
+        print("toolchain changed: " + "; ".join(d.toolchain_changed))
+        print()
+    if d.codegen_changes:  # one row per compiled kernel: its stats that changed
+        kernels: dict = {}
+        for tid, kernel, stat, was, now in d.codegen_changes:
+            kernels.setdefault((tid, kernel), []).append(f"{stat} {was} -> {now}")
+        print(f"codegen changes, better or worse ({len(d.codegen_changes)} in "
+              f"{len(kernels)} compiled kernels):")
+        print(tabulate([(t, k, "; ".join(c)) for (t, k), c in kernels.items()],
+                       headers=["test id", "kernel", "changes"]))
+        print()
+    by_suite = Counter(t.split("::")[0] for t, *_ in d.new_failures + d.fixes + d.changed)
+    if by_suite:
+        print("status changes by suite: " + ", ".join(f"{s} {n}" for s, n in sorted(by_suite.items())))
     for problem in d.new_run_problems:
         print(f"new run: {problem}")
     print(f"{len(d.new_failures)} new failure(s), {len(d.fixes)} fix(es), "
+          f"{len(d.changed)} other status change(s), "
           f"{len(d.removed)} check(s) no longer run, "
-          f"{len(d.compile_regressions)} compile-stat regression(s)"
+          f"{len(d.compile_regressions)} compile-stat regression(s), "
+          f"{len(d.codegen_changes)} codegen change(s)"
           + (f"; the new run: {verdict(new['records'], new.get('run'))}" if d.new_run_problems
              else ""))
     return 1 if d.regressed else 0

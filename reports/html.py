@@ -6,6 +6,7 @@ from pathlib import Path
 
 import jinja2
 
+from triton_cts.results import behaviour
 from triton_cts.results.records import conforms, matrix, run_problems, verdict
 from triton_cts.results.status import Status
 
@@ -46,5 +47,18 @@ def render(doc: dict) -> str:
         counts=Counter(r["status"] for r in records), verdict=verdict(records, doc.get("run")),
         conforms=conforms(records, doc.get("run")), expectations=doc.get("expectations") or {},
         compile_tables=compile_tables(records), run=doc.get("run") or {},
-        coverage=doc.get("coverage") or {},
+        coverage=doc.get("coverage") or {}, language=_language_tables(doc),
         run_problems=run_problems(records, doc.get("run")))
+
+
+def _language_tables(doc: dict) -> dict:
+    """The behaviour and ULP tables as matrices (rows by name, columns "profile mode"),
+    from the report's tables or, in a report without them, from its records."""
+    tables = {k: doc[k] for k in ("behaviour", "ulp") if isinstance(doc.get(k), list)}
+    if len(tables) < 2:
+        tables = behaviour.tables(doc["records"])
+    out = {}
+    for key, label in (("behaviour", "name"), ("ulp", "function")):
+        columns, rows = behaviour.pivot(tables[key], label)
+        out[key] = {"columns": columns, "rows": rows}
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from reports.selection import describe, selection_key
+from triton_cts.results import behaviour
 from triton_cts.results.expectations import parse_shard
 from triton_cts.results.report_io import ReportError, document
 
@@ -63,7 +64,8 @@ def merge(docs: list[tuple[str, dict]], force: bool = False, allow_partial: bool
     stale = sorted(set.intersection(*stale_sets)) if stale_sets else []
     unexpected = sorted({t for _, d in docs for t in (d.get("expectations") or {}).get("unexpected_passes", [])})
     return document(env, records, expectations={"stale": stale, "unexpected_passes": unexpected},
-                    merged_with_force=bool(problems), run=merged_run(docs, missing))
+                    merged_with_force=bool(problems), run=merged_run(docs, missing),
+                    **behaviour.tables(records))  # behaviour and ulp tables of the whole
 
 
 def missing_shards(docs: list[tuple[str, dict]]) -> list[str]:

@@ -68,6 +68,14 @@ class OpSpec:
     #: updates in place), as positional indices or parameter names of ``reference``. The
     #: runner checks that a call leaves every other tensor argument unchanged, bit for bit.
     mutates: tuple[int | str, ...] = ()
+    #: The suite files (stems, "test_compile") whose tests take this op; None: every
+    #: suite. A Triton language primitive (triton_cts/ops/language/) names the compile
+    #: suite and its own language suite: the generic op suites' properties (relations,
+    #: gradients, grid fuzzing) do not apply to it.
+    suites: tuple[str, ...] | None = None
+    #: A Triton language primitive's description (a dataclass of its family in
+    #: triton_cts/ops/language/), which its language suite reads; None for an op.
+    primitive: object | None = None
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -76,6 +84,14 @@ class OpSpec:
             raise ValueError(f"op '{self.name}': need 0 <= min_ndim <= max_ndim")
         if not self.dtypes:
             raise ValueError(f"op '{self.name}': dtypes must not be empty")
+        if self.suites is not None and (isinstance(self.suites, str) or not all(
+                isinstance(s, str) and s.startswith("test_") for s in self.suites)):
+            raise ValueError(f"op '{self.name}': suites must be a tuple of suite file stems "
+                             f"such as 'test_compile', got {self.suites!r}")
+
+    def checked_by(self, suite: str) -> bool:
+        """Whether the tests of suite file ``suite`` (its stem) take this op."""
+        return self.suites is None or suite in self.suites
 
     def __repr__(self) -> str:
         return f"OpSpec({self.name})"

@@ -23,6 +23,7 @@ import pytest
 
 from triton_cts import CHECKOUT
 from triton_cts.execution import coverage
+from triton_cts.results import behaviour
 from triton_cts.targets import CHECK_PROPERTY, is_check, is_suite_test_id
 from triton_cts.results.expectations import (load_expectations, match_expectation,
                                              parse_shard, shard_of, stale_expectations,
@@ -356,7 +357,8 @@ class Collector(RunWatch):
         return document(self.environment(), records,
                         expectations={"stale": self.stale, "unexpected_passes": [
                             r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS]},
-                        run=self.run(records), coverage=coverage.summarize(records))
+                        run=self.run(records), coverage=coverage.summarize(records),
+                        **behaviour.tables(records))  # behaviour and ulp tables
 
 
 def _html_renderer():
