@@ -3,7 +3,7 @@ flops that define its floor. Memory-bound ops count one read of every input and 
 of every output; anything else a kernel moves is overhead it should not have."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -22,6 +22,7 @@ class Bench:
     bytes: int = 0     # memory-bound: bytes of one read of inputs + one write of outputs
     flops: int = 0     # compute-bound: floating-point operations
     args: tuple = ()   # the op's arguments, as its OpSpec.make_args builds them
+    kwargs: dict = field(default_factory=dict)  # and its keyword options
 
 
 def _nbytes(*tensors) -> int:
@@ -99,8 +100,12 @@ def library_call(lib_name: str, bench: Bench) -> Callable[[], object] | None:
         return fwd_bwd
     if bench.op not in adapter.OPS:
         return None
+    from benchmarks.llm_cases import direct_library_call
+    direct = direct_library_call(lib_name, bench)
+    if direct is not None:
+        return direct
     fn = getattr(adapter, adapter.OPS[bench.op])
-    return lambda: fn(*bench.args)
+    return lambda: fn(*bench.args, **bench.kwargs)
 
 
 MEMORY_OPS = ("gelu", "softmax", "log_softmax", "layer_norm", "rms_norm", "layer_norm_fwd_bwd")

@@ -140,6 +140,79 @@ def gradient_rows_sum_to_zero(run, tol, args, kwargs, allow):
                        tolerance_dtype=outputs[0].dtype, allowances=row_allowance)]
 
 
+def nll_of_log_softmax(run, tol, args, kwargs, allow):
+    """Cross-entropy without label smoothing, per row, is the NLL of log_softmax:
+    loss = -log_softmax(x)[label] and dlogits = softmax(x) - onehot(label), 0 on ignored
+    rows, against the same family's log_softmax and softmax (rounded to x's dtype, whose
+    tolerance applies)."""
+    logits, labels = args[0], args[1]
+    loss, dlogits = run(args, dict(kwargs, label_smoothing=0.0, reduction="none"))[:2]
+    log_p = run((logits,), {}, op="log_softmax")[0].double()
+    p = run((logits,), {}, op="softmax")[0].double()
+    keep = labels != kwargs.get("ignore_index", -100)
+    safe = torch.where(keep, labels, torch.zeros_like(labels)).long()
+    nll = torch.where(keep, -log_p.gather(-1, safe[..., None]).squeeze(-1), 0.0)
+    onehot = torch.nn.functional.one_hot(safe, logits.shape[-1]).double()
+    grad = torch.where(keep[..., None], p - onehot, 0.0)
+    return [Comparison("-log_softmax(x)[label] and softmax(x) - onehot(label)",
+                       (loss, dlogits), (nll, grad), tolerance_dtype=logits.dtype)]
+
+
+def rotation_preserves_norm(run, tol, args, kwargs, allow):
+    """A rotary embedding rotates pairs of the first rotary_dim columns: the norm of
+    those columns of each head is unchanged (either pairing), the other columns too."""
+    x = args[0]
+    y = run(args, kwargs)[0].double()
+    rotary = x.shape[-1] if kwargs.get("rotary_dim") is None else kwargs["rotary_dim"]
+    x = x.double()
+    norms = (y[..., :rotary].norm(dim=-1, keepdim=True), y[..., rotary:].abs())
+    expected = (x[..., :rotary].norm(dim=-1, keepdim=True), x[..., rotary:].abs())
+    return [Comparison("the norm of each head's rotated columns, and the others", norms,
+                       expected, tolerance_dtype=args[0].dtype)]
+
+
+def rope_backward_inverts(run, tol, args, kwargs, allow):
+    """rope_backward rotates by the opposite angles: applied to rope(x) it gives x back.
+    y's rounding (rtol of each of y1, y2) reaches x1 = y1 cos + y2 sin as rtol times
+    |y1| + |y2|: atol is scaled to that."""
+    y = run(args, kwargs)[0]
+    back = run((y, *args[1:]), kwargs, op="rope_backward")
+    rtol, atol = tol(y.dtype)
+    half = (y.shape[-1] if kwargs.get("rotary_dim") is None else kwargs["rotary_dim"]) // 2
+    mag = y.double().abs()
+    if kwargs.get("interleaved", False):
+        pair = mag[..., 0:2 * half:2] + mag[..., 1:2 * half:2]
+        pair = torch.stack((pair, pair), dim=-1).flatten(-2)
+    else:
+        pair = mag[..., :half] + mag[..., half:2 * half]
+        pair = torch.cat((pair, pair), dim=-1)
+    pair = torch.cat((pair, mag[..., 2 * half:]), dim=-1)
+    return [Comparison("x (rope_backward of rope(x))", back, (args[0],),
+                       error_scales=(1.0 + pair * (rtol / atol),))]
+
+
+def linear_in_up(run, tol, args, kwargs, allow):
+    """A gated unit act(a) * b is linear in b: doubling b (exact) doubles the output."""
+    a, b = args[0], args[1]
+    base = run(args, kwargs)
+    doubled = run((a, (b.double() * 2).to(b.dtype), *args[2:]), kwargs)
+    return [Comparison("2 f(a, b) for b doubled", doubled, (base[0].double() * 2,))]
+
+
+def key_value_permutation_invariance(run, tol, args, kwargs, allow):
+    """Attention does not depend on the order of the keys when the values move with them:
+    k and v permuted together along the key axis give the same output. A causal mask ties
+    keys to positions, so both calls run without it."""
+    q, k, v = args[:3]
+    kwargs = {n: x for n, x in kwargs.items() if n not in ("causal", "causal_offset")}
+    perm = torch.randperm(k.shape[-2], generator=torch.Generator().manual_seed(k.shape[-2]))
+    permuted = (q, k[..., perm, :], v[..., perm, :], *args[3:])
+    base = run(args, kwargs)
+    other = run(permuted, kwargs)
+    return [Comparison("f(q, k, v) with keys and values in another order", other, tuple(base),
+                       allowances=_sum_allowances(allow(args, kwargs), allow(permuted, kwargs)))]
+
+
 RELATIONS = {r.name: r for r in (
     Relation("shift_invariance", "f(x + c) == f(x)", ("normal", "large_offset"),
              shift_invariance),
@@ -151,6 +224,16 @@ RELATIONS = {r.name: r for r in (
              log_of_softmax),
     Relation("gradient_rows_sum_to_zero", "dx sums to 0 over each row", ("normal",),
              gradient_rows_sum_to_zero),
+    Relation("nll_of_log_softmax", "cross_entropy(x, y) == -log_softmax(x)[y]", ("normal",),
+             nll_of_log_softmax),
+    Relation("rotation_preserves_norm", "|rope(x)| == |x| per head",
+             ("normal", "large_offset", "wide_range"), rotation_preserves_norm),
+    Relation("rope_backward_inverts", "rope_backward(rope(x)) == x", ("normal", "wide_range"),
+             rope_backward_inverts),
+    Relation("linear_in_up", "f(a, 2b) == 2 f(a, b)", ("normal", "large_offset", "wide_range"),
+             linear_in_up),
+    Relation("key_value_permutation_invariance", "f(q, k[perm], v[perm]) == f(q, k, v)",
+             ("normal", "wide_range"), key_value_permutation_invariance),
 )}
 
 

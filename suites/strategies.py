@@ -194,6 +194,14 @@ def derived_profiles(draw, profile: Profile) -> Profile:
                                        draw(st.sampled_from([2, 4, 8, 16])),
                                        draw(_small_warps(profile))],
             "autotune.matmul": [draw(small_matmul_configs(profile))],
+            # 16- or 32-row attention tiles: a few keys span several blocks (online softmax)
+            "autotune.attention": [{"BLOCK_M": draw(st.sampled_from([16, 32])),
+                                    "BLOCK_N": draw(st.sampled_from([16, 32])),
+                                    "num_warps": draw(_small_warps(profile)), "num_stages": 1}],
+            "autotune.attention_backward": [
+                {k: draw(st.sampled_from([16, 32])) for k in ("BLOCK_M1", "BLOCK_N1",
+                                                               "BLOCK_M2", "BLOCK_N2")}
+                | {"num_warps": draw(_small_warps(profile)), "num_stages": 1}],
         })
 
 

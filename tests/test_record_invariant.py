@@ -13,7 +13,9 @@ from triton_cts.results.report_io import load_report
 SUITES = sorted(p.name for p in (CHECKOUT / "suites").glob("test_*.py"))
 #: One small op on one profile, every mode: each suite file collects checks, most of them
 #: run on a CPU (device ones are reported as not supported).
-SELECTION = ("--op", "softmax", "--vendor", "amd-gfx942", "--hypothesis-profile", "ci")
+SELECTION = ("--op", "softmax", "--vendor", "amd-gfx942", "--hypothesis-profile", "ci",
+             "--op", "tl_int_wrap",  # a primitive: the language suites take no op
+             "--op", "cross_entropy")  # the convergence check runs on it
 PLANTED = "softmax=tests.planted.relation_faults:softmax_scaled_by_row_mean"
 
 

@@ -10,7 +10,11 @@ adapter makes inputs contiguous first; the library's functions view them as 2-D 
 Liger computes in float32 and maps only float16, bfloat16 and float32 to Triton types:
 float64 is reported as not supported rather than checked against a float64 bound.
 Liger has no kernel for log-softmax, batch norm, max, prod, matmul or the prenorm
-residual-dropout layer norm: those ops are not registered for it.
+residual-dropout layer norm: those ops are not registered for it. Its RoPE is half-split
+only (no interleaved layout) and its backward is the same kernel as the forward: only
+``rope`` is registered. Functions that write into their inputs (the cross-entropy
+gradient over the logits, RoPE over q and k, the SwiGLU/GEGLU backward over a and b) get
+copies.
 """
 from __future__ import annotations
 
@@ -29,6 +33,14 @@ OPS = {
     "layer_norm_backward": "layer_norm_backward",
     "rms_norm": "rms_norm",
     "rms_norm_backward": "rms_norm_backward",
+    "cross_entropy": "cross_entropy",
+    "rope": "rope",
+    "swiglu": "swiglu",
+    "swiglu_backward": "swiglu_backward",
+    "geglu": "geglu",
+    "geglu_backward": "geglu_backward",
+    "fused_add_rms_norm": "fused_add_rms_norm",
+    "fused_add_rms_norm_backward": "fused_add_rms_norm_backward",
 }
 
 # No weight offset (LigerRMSNormFunction's default), and Gemma casting: everything in
@@ -54,6 +66,12 @@ INTERPRETER_GAPS = {
     "layer_norm": _FLOAT_ARG.format("eps"),
     "rms_norm": _FLOAT_ARG.format("eps, offset"),
     "rms_norm_backward": _FLOAT_ARG.format("offset"),
+    "geglu": _LIBDEVICE.format("tanh"),
+    "geglu_backward": _LIBDEVICE.format("tanh"),
+    "swiglu": _FLOAT_ARG.format("gate_multiplier"),
+    "swiglu_backward": _FLOAT_ARG.format("gate_multiplier"),
+    "fused_add_rms_norm": _FLOAT_ARG.format("eps, offset"),
+    "fused_add_rms_norm_backward": _FLOAT_ARG.format("offset"),
 }
 
 #: Ops whose kernels compute in bfloat16 without upcasting, which Triton's interpreter
@@ -174,3 +192,89 @@ def rms_norm_backward(dy, x, weight, rstd):
     # in_place=False: the Function's default writes dx over dy
     return backward(dy, x.view(-1, n), weight, rstd.contiguous().view(-1), RMS_OFFSET,
                     _str_to_casting_mode[RMS_CASTING_MODE], block_size, num_warps, False, None)
+
+
+# ---- cross-entropy: Liger writes the gradient over its input, when it requires grad ---
+def cross_entropy(logits, labels, *, ignore_index, label_smoothing, reduction):
+    from liger_kernel.ops.cross_entropy import cross_entropy_forward
+    _check_dtype("cross_entropy", logits)
+    n = logits.shape[-1]
+    x = logits.reshape(-1, n).contiguous().clone().requires_grad_()  # becomes the gradient
+    loss, _, _, _, grad = cross_entropy_forward(
+        x, labels.reshape(-1).contiguous(), None, ignore_index, 0.0, label_smoothing,
+        reduction, None, False)
+    loss = loss.detach()
+    return (loss.view(labels.shape) if reduction == "none" else loss), \
+        grad.detach().view(logits.shape)
+
+
+# ---- RoPE: half-split only; q is [B, H, S, D] over [B, S, H, D] storage, rotated in place
+def rope(x, cos, sin, *, offset, rotary_dim):
+    from liger_kernel.ops.rope import rope_forward
+    _check_dtype("rope", x, cos, sin)
+    seq_len, n_heads, head_dim = x.shape[-3:]
+    q = x.reshape(-1, seq_len, n_heads, head_dim).clone()
+    if rotary_dim == 0:  # nothing to rotate (Liger refuses a rotary dim of 0)
+        return q.view(x.shape)
+    k = q[:, :, :1].clone()  # Liger rotates q and k together: one head of k, discarded
+    # Liger's tables are [1, S, R]: cat(freqs, freqs) rows of the batch's positions
+    c = torch.cat((cos, cos), -1)[offset:offset + seq_len][None]
+    s = torch.cat((sin, sin), -1)[offset:offset + seq_len][None]
+    out, _, _, _ = rope_forward(q.transpose(1, 2), k.transpose(1, 2), c, s,
+                                rotary_dim=rotary_dim)
+    return out.transpose(1, 2).reshape(x.shape)
+
+
+# ---- SwiGLU, GEGLU: the backward writes da into a and db into b ----------------------
+def swiglu(a, b):
+    from liger_kernel.ops.swiglu import swiglu_forward
+    _check_dtype("swiglu", a, b)
+    _, _, c = swiglu_forward(*_rows(a, b))
+    return c.reshape(a.shape)
+
+
+def swiglu_backward(dy, a, b):
+    from liger_kernel.ops.swiglu import swiglu_backward as backward
+    _check_dtype("swiglu_backward", dy, a, b)
+    da, db = backward(*_rows(a.clone(), b.clone(), dy))
+    return da.reshape(a.shape), db.reshape(b.shape)
+
+
+def geglu(a, b):
+    from liger_kernel.ops.geglu import geglu_forward
+    _check_dtype("geglu", a, b)
+    _, _, c = geglu_forward(*_rows(a, b))
+    return c.reshape(a.shape)
+
+
+def geglu_backward(dy, a, b):
+    from liger_kernel.ops.geglu import geglu_backward as backward
+    _check_dtype("geglu_backward", dy, a, b)
+    da, db = backward(*_rows(a.clone(), b.clone(), dy))
+    return da.reshape(a.shape), db.reshape(b.shape)
+
+
+# ---- fused residual add + RMS norm (casting and offset as rms_norm above) -------------
+FUSED_ADD_RMS_NUM_STAGES = 2  # what fused_add_rms_norm_forward uses and returns
+
+
+def fused_add_rms_norm(x, residual, weight, eps):
+    from liger_kernel.ops.fused_add_rms_norm import fused_add_rms_norm_forward
+    _check_dtype("fused_add_rms_norm", x, residual, weight)
+    y, h, rstd, *_ = fused_add_rms_norm_forward(*_contiguous(x, residual, weight), eps,
+                                                RMS_OFFSET, RMS_CASTING_MODE)
+    return y, h, rstd.view(x.shape[:-1])
+
+
+def fused_add_rms_norm_backward(dy, dh_out, h, weight, rstd):
+    from liger_kernel.ops.fused_add_rms_norm import fused_add_rms_norm_backward as backward
+    from liger_kernel.ops.rms_norm import _str_to_casting_mode
+    from liger_kernel.ops.utils import calculate_settings
+    _check_dtype("fused_add_rms_norm_backward", dy, dh_out, h, weight)
+    n = h.shape[-1]
+    block_size, num_warps = calculate_settings(n)
+    dy, dh_out, h, weight = _contiguous(dy, dh_out, h, weight)
+    dh, _, dweight = backward(dy, dh_out, h.view(-1, n), weight, rstd.contiguous().view(-1),
+                              RMS_OFFSET, _str_to_casting_mode[RMS_CASTING_MODE], block_size,
+                              num_warps, FUSED_ADD_RMS_NUM_STAGES, False)
+    return dh.view(h.shape), dweight

@@ -2,7 +2,11 @@
 
 Add an op family here after writing ``triton_cts/ops/<family>.py``.
 """
-from triton_cts.ops import batch_norm, gelu, layer_norm, matmul, reductions, softmax
+from triton_cts.ops import batch_norm, gelu, language, layer_norm, matmul, reductions, softmax
 
 ALL_OPS = (*gelu.OPS, *layer_norm.OPS, *softmax.OPS, *batch_norm.OPS, *reductions.OPS,
-           *matmul.OPS)
+           *matmul.OPS, *language.OPS)  # language: Triton primitives (own suites)
+from triton_cts.ops import cross_entropy, fused_add_rms_norm, glu, rope  # noqa: E402
+ALL_OPS += (*cross_entropy.OPS, *rope.OPS, *glu.OPS, *fused_add_rms_norm.OPS)  # LLM ops
+from triton_cts.ops import attention  # noqa: E402
+ALL_OPS += attention.OPS

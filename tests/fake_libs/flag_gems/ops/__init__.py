@@ -93,3 +93,12 @@ def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight=No
     dw = (dy * xhat).sum(0).to(weight.dtype)
     db = dy.sum(0).to(bias.dtype)
     return planted("layer_norm_backward", dx.to(input.dtype)).view(input.shape), dw, db
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    q, k, v = _acc(query), _acc(key), _acc(value)
+    mask = None if attn_mask is None else _acc(attn_mask)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
+                                       scale=scale, enable_gqa=enable_gqa)
+    return planted("scaled_dot_product_attention", o.to(query.dtype))

@@ -1,0 +1,140 @@
+"""Benchmarks of the LLM training ops at the shapes models use: cross-entropy forward and
+backward over a Llama-3 vocabulary (8192 tokens x 128256), and RoPE, SwiGLU, GEGLU and the
+fused residual add + RMS norm at 16384 x 4096 (RoPE: 16384 tokens x 32 heads x 128).
+
+Bytes count one read of every input and one write of every output (cross-entropy: the
+logits read once, the gradient written once; the labels and the loss are negligible).
+Libraries are called directly where their API works in place (Liger's cross-entropy
+writes the gradient over the logits, its RoPE rotates q and k in place): through the
+adapters, the copies those make so that checks see unchanged inputs would be timed too.
+"""
+from __future__ import annotations
+
+import torch
+
+from benchmarks.cases import Bench, _nbytes
+
+CE_SHAPE = (8192, 128256)
+ROW_SHAPE = (16384, 4096)
+ROPE_HEAD_DIM = 128
+EPS = 1e-6
+LLM_OPS = ("cross_entropy", "rope", "rope_backward", "swiglu", "swiglu_backward", "geglu",
+           "geglu_backward", "fused_add_rms_norm", "fused_add_rms_norm_backward")
+
+
+def _cross_entropy(dtype, profile) -> Bench:
+    from kernels.cross_entropy import cross_entropy
+    F = torch.nn.functional
+    x = torch.randn(CE_SHAPE, device="cuda", dtype=dtype)
+    y = torch.randint(0, CE_SHAPE[1], CE_SHAPE[:1], device="cuda")
+    xt = x.detach().clone().requires_grad_()
+
+    def eager():
+        return torch.autograd.grad(F.cross_entropy(xt, y), xt)
+    kwargs = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
+    return Bench("cross_entropy", CE_SHAPE, dtype,
+                 lambda: cross_entropy(x, y, **kwargs, profile=profile), eager,
+                 _nbytes(x, x), args=(x, y), kwargs=kwargs)
+
+
+def _rope(op, dtype, profile) -> Bench:
+    from kernels.rope import rope, rope_backward
+    from triton_cts.ops.rope import make_tables
+    tokens, width = ROW_SHAPE
+    heads = width // ROPE_HEAD_DIM
+    x = torch.randn(1, tokens, heads, ROPE_HEAD_DIM, device="cuda", dtype=dtype)
+    cos, sin = make_tables(tokens, ROPE_HEAD_DIM, torch.float32, "cuda")
+    c, s = cos.to(dtype)[:, None, :], sin.to(dtype)[:, None, :]
+    half = ROPE_HEAD_DIM // 2
+    sign = -1.0 if op == "rope_backward" else 1.0
+
+    def eager():
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat((x1 * c - x2 * (sign * s), x2 * c + x1 * (sign * s)), -1)
+    launcher = rope_backward if op == "rope_backward" else rope
+    return Bench(op, tuple(x.shape), dtype, lambda: launcher(x, cos, sin, profile=profile),
+                 eager, _nbytes(x, x, cos, sin), args=(x, cos, sin),
+                 kwargs={"offset": 0, "rotary_dim": ROPE_HEAD_DIM})
+
+
+def _glu(op, dtype, profile) -> Bench:
+    import kernels.glu as glu
+    F = torch.nn.functional
+    a = torch.randn(ROW_SHAPE, device="cuda", dtype=dtype)
+    b = torch.randn_like(a)
+    act = (lambda t: F.silu(t)) if op.startswith("swiglu") else \
+        (lambda t: F.gelu(t, approximate="tanh"))
+    launcher = getattr(glu, op)
+    if not op.endswith("_backward"):
+        return Bench(op, ROW_SHAPE, dtype, lambda: launcher(a, b, profile=profile),
+                     lambda: act(a) * b, _nbytes(a, b, a), args=(a, b))
+    dy = torch.randn_like(a)
+    at, bt = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+
+    def eager():
+        return torch.autograd.grad(act(at) * bt, (at, bt), dy)
+    return Bench(op, ROW_SHAPE, dtype, lambda: launcher(dy, a, b, profile=profile), eager,
+                 _nbytes(dy, a, b, a, b), args=(dy, a, b))
+
+
+def _fused_add_rms_norm(op, dtype, profile) -> Bench:
+    from kernels.fused_add_rms_norm import fused_add_rms_norm, fused_add_rms_norm_backward
+    F = torch.nn.functional
+    n = ROW_SHAPE[1]
+    x = torch.randn(ROW_SHAPE, device="cuda", dtype=dtype)
+    r, w = torch.randn_like(x), torch.randn(n, device="cuda", dtype=dtype)
+    if op == "fused_add_rms_norm":
+        def eager():
+            h = x + r
+            return F.rms_norm(h, (n,), w, EPS), h
+        return Bench(op, ROW_SHAPE, dtype,
+                     lambda: fused_add_rms_norm(x, r, w, EPS, profile=profile), eager,
+                     _nbytes(x, r, x, x), args=(x, r, w, EPS))
+    _, h, rstd = fused_add_rms_norm(x, r, w, EPS, profile=profile)
+    dy, dh_out = torch.randn_like(x), torch.randn_like(x)
+    ht, wt = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+
+    def eager():
+        dh, dw = torch.autograd.grad(F.rms_norm(ht, (n,), wt, EPS), (ht, wt), dy)
+        return dh + dh_out, dw
+    # read dy, dh_out and h, write dh (dx and dresidual are one tensor)
+    return Bench(op, ROW_SHAPE, dtype,
+                 lambda: fused_add_rms_norm_backward(dy, dh_out, h, w, rstd, profile=profile),
+                 eager, _nbytes(dy, dh_out, h, h), args=(dy, dh_out, h, w, rstd))
+
+
+def llm_bench(op: str, dtype, profile) -> Bench:
+    if op == "cross_entropy":
+        return _cross_entropy(dtype, profile)
+    if op.startswith("rope"):
+        return _rope(op, dtype, profile)
+    if op.startswith(("swiglu", "geglu")):
+        return _glu(op, dtype, profile)
+    if op.startswith("fused_add_rms_norm"):
+        return _fused_add_rms_norm(op, dtype, profile)
+    raise KeyError(op)
+
+
+def direct_library_call(lib_name: str, bench: Bench):
+    """The library's own in-place call where its adapter would copy (see the module
+    docstring), else None (the adapter is used)."""
+    if lib_name == "liger" and bench.op == "cross_entropy":
+        from liger_kernel.ops.cross_entropy import cross_entropy_forward
+        x, y = bench.args
+        logits = x.detach().clone().requires_grad_()  # overwritten by the gradient
+        return lambda: cross_entropy_forward(logits, y, None, -100, 0.0, 0.0, "mean", None,
+                                             False)
+    if lib_name == "liger" and bench.op == "rope":
+        from liger_kernel.ops.rope import rope_forward
+        x, cos, sin = bench.args
+        q = x.detach().clone()           # rotated in place on every call
+        k = q[:, :, :1].clone()          # Liger rotates q and k together: one head of k
+        c, s = torch.cat((cos, cos), -1)[None], torch.cat((sin, sin), -1)[None]
+        return lambda: rope_forward(q.transpose(1, 2), k.transpose(1, 2), c, s)
+    if lib_name == "flag_gems" and bench.op == "rope":
+        from flag_gems import fused
+        x, cos, sin = bench.args
+        k = x[:, :, :1].contiguous()
+        positions = torch.arange(x.shape[1], device=x.device)[None]
+        return lambda: fused.apply_rotary_pos_emb(x, k, cos, sin, positions)
+    return None
