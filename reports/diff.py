@@ -1,6 +1,9 @@
 """Transitions between two reports: new failures (most out of bounds first), fixes,
 other status changes, checks no longer run, compile-stat regressions, and what is wrong
-with the new run as evidence (interrupted, incomplete, nothing checked)."""
+with the new run as evidence (interrupted, incomplete, nothing checked). Between runs of
+two Triton versions (or any two runs) it also lists every codegen change, better or worse:
+registers, spills, shared memory, occupancy, the limit and quality verdicts of each
+compiled kernel, and kernels compiled by one run only."""
 from __future__ import annotations
 
 import re
@@ -14,6 +17,11 @@ from triton_cts.results.status import Status
 #: time) or, for occupancy, when it shrinks.
 HIGHER_IS_WORSE = re.compile(r"reg|spill|shared|lds|smem|scratch|stack|bytes|time|_ms\b|_s\b|instr", re.I)
 LOWER_IS_WORSE = re.compile(r"occupancy", re.I)
+#: A compiled kernel's verdicts: lists of limit violations and quality warnings. They are
+#: compared, not part of the kernel's identity.
+VERDICTS = ("violations", "quality")
+#: Environment fields whose change explains codegen changes.
+TOOLCHAIN = ("triton", "torch", "python")
 
 
 @dataclass
@@ -28,6 +36,11 @@ class Diff:
     removed_accepted: list = field(default_factory=list)
     selection_changed: list = field(default_factory=list)  # "profiles: -amd-gfx942", ...
     compile_regressions: list = field(default_factory=list)  # (test id, kernel key, stat, old, new)
+    #: every codegen difference, better or worse: (test id, kernel key, stat, old, new);
+    #: a verdict's old/new are the messages only one run gave, a kernel compiled by one
+    #: run only has stat "compiled"
+    codegen_changes: list = field(default_factory=list)
+    toolchain_changed: list = field(default_factory=list)   # "triton 3.6.0 -> 3.9.0", ...
     new_run_problems: list = field(default_factory=list)     # the new run: interrupted, ...
     ratios: dict = field(default_factory=dict)               # test id -> |error| / bound
 
@@ -59,11 +72,15 @@ def diff(old: dict, new: dict, allow_removed: bool = False) -> Diff:
         if prev is not None:
             d.compile_regressions += compile_regressions(tid, prev.get("compile_stats") or [],
                                                          rec.get("compile_stats") or [])
+            d.codegen_changes += codegen_changes(tid, prev.get("compile_stats") or [],
+                                                 rec.get("compile_stats") or [])
     d.ratios = {tid: error_ratio(r) for tid, r in after.items() if error_ratio(r) is not None}
     # most out of bounds first (a failure without a measured ratio after them)
     d.new_failures.sort(key=lambda t: -d.ratios.get(t[0], float("-inf")))
     old_env, new_env = old.get("environment") or {}, new.get("environment") or {}
     d.selection_changed = selection_changes(old_env, new_env)
+    d.toolchain_changed = [f"{k} {old_env.get(k)} -> {new_env.get(k)}" for k in TOOLCHAIN
+                           if old_env.get(k) != new_env.get(k)]
     for tid, r in before.items():
         if tid not in after:
             why = "--allow-removed" if allow_removed else left_out(r, old_env, new_env)
@@ -76,8 +93,10 @@ def diff(old: dict, new: dict, allow_removed: bool = False) -> Diff:
 
 
 def _stats_key(stats: dict) -> str:
-    """A compiled kernel's identity: its non-numeric fields (kernel, dtype, shape, ...)."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(stats.items()) if not _is_number(v)) or "-"
+    """A compiled kernel's identity: its non-numeric fields (kernel, dtype, shape, ...) but
+    its verdicts."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(stats.items())
+                     if not _is_number(v) and k not in VERDICTS) or "-"
 
 
 def _is_number(v) -> bool:
@@ -101,5 +120,47 @@ def compile_regressions(test_id: str, old: list[dict], new: list[dict]) -> list[
             worse = value < was if LOWER_IS_WORSE.search(name) else \
                 value > was if HIGHER_IS_WORSE.search(name) else False
             if worse:
-                out.append((test_id, key, name, was, value))
+                out.append((test_id, _label(stats), name, was, value))
     return out
+
+
+def codegen_changes(test_id: str, old: list[dict], new: list[dict]) -> list[tuple]:
+    """Every difference between the kernels two runs compiled for one check: numeric stats
+    that changed (either way), verdict messages only one run gave, kernels only one run
+    compiled."""
+    old_by_key = {_stats_key(s): s for s in old if isinstance(s, dict)}
+    new_by_key = {_stats_key(s): s for s in new if isinstance(s, dict)}
+    out = []
+    for key, stats in new_by_key.items():
+        prev = old_by_key.get(key)
+        key = _label(stats)
+        if prev is None:
+            out.append((test_id, key, "compiled", "no", "yes"))
+            continue
+        for name, value in stats.items():
+            was = prev.get(name)
+            if _is_number(value) and _is_number(was) and value != was:
+                out.append((test_id, key, name, was, value))
+        where = f"{stats.get('kernel')} [{stats.get('config')}]: "  # each message's prefix
+        for name in VERDICTS:  # by kind: a spill count that changed is a stat change
+            before = _kinds(m.removeprefix(where) for m in prev.get(name) or [])
+            after = _kinds(m.removeprefix(where) for m in stats.get(name) or [])
+            if set(before) != set(after):
+                out.append((test_id, key, name,
+                            "; ".join(before[k] for k in sorted(set(before) - set(after))) or "-",
+                            "; ".join(after[k] for k in sorted(set(after) - set(before))) or "-"))
+    out += [(test_id, _label(stats), "compiled", "yes", "no")
+            for key, stats in old_by_key.items() if key not in new_by_key]
+    return out
+
+
+def _label(stats: dict) -> str:
+    """``kernel [config] dtype shape``: a compiled kernel, short enough for a table."""
+    parts = [str(stats.get("kernel", "-")), f"[{stats['config']}]" if stats.get("config") else "",
+             str(stats.get("dtype") or ""), str(stats.get("shape") or "")]
+    return " ".join(p for p in parts if p)
+
+
+def _kinds(messages) -> dict[str, str]:
+    """Verdict messages by kind: the message with its numbers masked."""
+    return {re.sub(r"\d+(\.\d+)?", "#", m): m for m in messages or []}

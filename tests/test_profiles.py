@@ -1,6 +1,7 @@
 """Profile loading, validation errors and the helpers launchers use."""
 import copy
 import re
+import warnings
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ REQUIRED_PROFILES = {"nvidia-sm80", "nvidia-sm90", "amd-gfx90a", "amd-gfx942", "
 def test_bundled_profiles_load_and_cover_required_targets():
     profiles = load_profiles()
     assert REQUIRED_PROFILES <= set(profiles)
-    assert {p.vendor for p in profiles.values()} == {"nvidia", "rocm", "npu"}
+    assert {p.vendor for p in profiles.values()} == {"nvidia", "rocm", "npu", "intel"}
 
 
 def test_every_number_in_bundled_profiles_names_its_source():
@@ -40,7 +41,7 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
     (lambda d: d["limits"].update(compute_units="132"), "limits.compute_units",
      "got str '132'"),
     (lambda d: d["target"].update(warp_size=48), "target.warp_size", "power of two"),
-    (lambda d: d.update(vendor="intel"), "vendor", "one of ('nvidia', 'rocm', 'npu')"),
+    (lambda d: d.update(vendor="acme"), "vendor", "one of ('nvidia', 'rocm', 'npu', 'intel')"),
     (lambda d: d["limits"].update(max_num_warps=64), "limits.max_num_warps",
      "max_num_warps * warp_size = 64 * 32 exceeds max_threads_per_block = 1024"),
     (lambda d: d["limits"].update(grid_max=[1, 2]), "limits.grid_max", "a list of 3"),
@@ -91,13 +92,13 @@ def test_unreadable_and_malformed_files(tmp_path):
 
 def test_profile_dir_adds_profiles_and_refuses_duplicates(tmp_path):
     data = bundled_profile_data("amd-gfx942")
-    data["name"] = "amd-gfx950"
+    data["name"] = "amd-gfx950-lab"
     data["target"]["arch"] = "gfx950"
     data["limits"]["shared_memory_per_block"] = 163840
     data["compile"]["shared_memory_per_cu"] = 163840   # 160 KiB LDS per CU on gfx950
-    write_toml(tmp_path / "amd-gfx950.toml", data)
+    write_toml(tmp_path / "amd-gfx950-lab.toml", data)
     profiles = load_profiles([tmp_path])
-    assert profiles["amd-gfx950"]["limits.shared_memory_per_block"] == 163840
+    assert profiles["amd-gfx950-lab"]["limits.shared_memory_per_block"] == 163840
     write_toml(tmp_path / "nvidia-sm90.toml", bundled_profile_data())
     with pytest.raises(ProfileError, match="already defined"):
         load_profiles([tmp_path])
@@ -141,3 +142,55 @@ def test_derive_validates_like_a_file():
 def test_profile_from_dict_rejects_non_table():
     with pytest.raises(ProfileError, match="expected a table"):
         profile_from_dict({**bundled_profile_data(), "limits": 3})
+
+
+#: name -> (GPUTarget fields, compute units, shared memory per block and per SM/CU, resident
+#: waves per SIMD, fp8 dtypes of tl.dot, device name torch reports): the data sheet and
+#: CUDA / LLVM facts the Blackwell, CDNA4 and RDNA4 profiles rest on.
+NEW_TARGETS = {
+    "nvidia-sm100": (("cuda", 100, 32), 148, 232448, 233472, 16,
+                     {"float8_e4m3fn", "float8_e5m2"}, "NVIDIA B200"),
+    "nvidia-sm120": (("cuda", 120, 32), 170, 101376, 102400, 12,
+                     {"float8_e4m3fn", "float8_e5m2"}, "NVIDIA GeForce RTX 5090"),
+    "amd-gfx950": (("hip", "gfx950", 64), 256, 163840, 163840, 8,
+                   {"float8_e4m3fn", "float8_e5m2"}, "AMD Instinct MI355X"),
+    "amd-gfx1201": (("hip", "gfx1201", 32), 64, 65536, 131072, 16,
+                    {"float8_e4m3fn", "float8_e5m2"}, "AMD Radeon RX 9070 XT"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_TARGETS))
+def test_new_targets_load_with_their_facts(name):
+    from triton_cts.profiles.vendor_selection import DeviceInfo, match_device
+    target, units, shared, shared_cu, waves, fp8, device = NEW_TARGETS[name]
+    profiles = load_profiles()
+    p = profiles[name]
+    t = p.gpu_target()
+    assert (t.backend, t.arch, t.warp_size) == target
+    assert p.compute_units == units
+    assert p["limits.shared_memory_per_block"] == shared
+    assert p["compile.shared_memory_per_cu"] == shared_cu
+    assert p["compile.max_waves_per_simd"] == waves
+    assert fp8 <= set(p["dtypes.dot"]) and not {"float8_e4m3fnuz", "float8_e5m2fnuz"} & set(
+        p["dtypes.supported"])
+    assert p.max_num_warps * p.warp_size == 1024
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an exact match, no nearest-profile warning
+        assert match_device(DeviceInfo(t.backend, device, t.arch, t.warp_size, units),
+                            profiles).name == name
+
+
+def test_new_targets_differ_from_their_predecessors_where_the_hardware_does():
+    p = load_profiles()
+    # consumer Blackwell: 99 KiB per block and 48 warps per SM, under Hopper's 227 KiB and 64
+    assert p["nvidia-sm120"]["limits.shared_memory_per_block"] < \
+        p["nvidia-sm90"]["limits.shared_memory_per_block"] == \
+        p["nvidia-sm100"]["limits.shared_memory_per_block"]
+    # CDNA4: 160 KiB of LDS, 2.5 times CDNA3's 64 KiB; HBM3e bandwidth above HBM3's
+    assert p["amd-gfx950"]["limits.shared_memory_per_block"] == \
+        p["amd-gfx942"]["limits.shared_memory_per_block"] * 5 // 2
+    assert p["nvidia-sm100"].peak_bandwidth_gbs() > p["nvidia-sm90-h200"].peak_bandwidth_gbs()
+    assert p["amd-gfx950"].peak_bandwidth_gbs() > p["amd-gfx942"].peak_bandwidth_gbs()
+    # RDNA4 adds OCP fp8 to RDNA3's WMMA dtypes
+    assert set(p["amd-gfx1201"]["dtypes.dot"]) - set(p["amd-gfx1100"]["dtypes.dot"]) == {
+        "float8_e4m3fn", "float8_e5m2"}

@@ -19,7 +19,7 @@ def names(selected):
 
 def test_family_selects_every_profile_of_it():
     assert names(select_profiles(["rocm"], PROFILES, None)) == [
-        "amd-gfx1100", "amd-gfx90a", "amd-gfx942"]
+        "amd-gfx1100", "amd-gfx1201", "amd-gfx90a", "amd-gfx942", "amd-gfx950"]
     assert names(select_profiles(["npu"], PROFILES, None)) == ["npu-ascend910b"]
 
 
@@ -35,14 +35,14 @@ def test_auto_on_a_device_selects_its_profile():
 
 def test_profile_names_combine_without_duplicates():
     assert names(select_profiles(["amd-gfx942", "rocm", "nvidia-sm80"], PROFILES, None)) == [
-        "amd-gfx1100", "amd-gfx90a", "amd-gfx942", "nvidia-sm80"]
+        "amd-gfx1100", "amd-gfx1201", "amd-gfx90a", "amd-gfx942", "amd-gfx950", "nvidia-sm80"]
 
 
 def test_unknown_vendor_is_a_usage_error_listing_choices():
     with pytest.raises(UsageError) as info:
-        select_profiles(["intel"], PROFILES, None)
+        select_profiles(["acme"], PROFILES, None)
     msg = str(info.value)
-    assert "unknown vendor or profile 'intel'" in msg
+    assert "unknown vendor or profile 'acme'" in msg
     assert "nvidia, rocm, npu" in msg and "amd-gfx942" in msg
 
 
@@ -63,9 +63,9 @@ def test_unknown_device_falls_back_to_nearest_of_family_with_warning():
     l40 = DeviceInfo("cuda", "NVIDIA L40S", 89, 32, 142)
     with pytest.warns(UnknownDeviceWarning, match="matches no profile exactly.*nvidia-sm90"):
         assert match_device(l40, PROFILES).vendor == "nvidia"
-    mi355 = DeviceInfo("hip", "AMD Instinct MI355X", "gfx950", 64, 256)
-    with pytest.warns(UnknownDeviceWarning, match="amd-gfx942"):
-        assert match_device(mi355, PROFILES).name == "amd-gfx942"
+    rx7600 = DeviceInfo("hip", "AMD Radeon RX 7600", "gfx1102", 32, 32)
+    with pytest.warns(UnknownDeviceWarning, match="amd-gfx1100"):
+        assert match_device(rx7600, PROFILES).name == "amd-gfx1100"
 
 
 def test_parse_modes():

@@ -11,11 +11,17 @@ from typing import Any, Callable
 
 import torch
 
-VENDOR_FAMILIES = ("nvidia", "rocm", "npu")
-BACKENDS = {"nvidia": "cuda", "rocm": "hip", "npu": "npu"}
+VENDOR_FAMILIES = ("nvidia", "rocm", "npu", "intel")
+BACKENDS = {"nvidia": "cuda", "rocm": "hip", "npu": "npu", "intel": "xpu"}
 LOAD_STRATEGIES = ("masked", "select")
 ROW_CONSTANT_STRATEGIES = ("pointer", "slice_broadcast")
 ATOMIC_OPS = ("add", "max", "min", "cas", "xchg")
+#: Tile sizes an attention config table must give (``autotune.attention[_backward]``).
+ATTENTION_TILES = {"attention": ("BLOCK_M", "BLOCK_N"),
+                   "attention_backward": ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2")}
+#: Math functions a ``[math_ulp]`` table may bound (triton_cts/ops/language/math.py).
+MATH_FUNCTIONS = ("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos",
+                  "erf", "sigmoid", "tanh", "fdiv", "div_rn", "fma")
 
 #: Dtype names a profile may list, mapped to torch dtypes. The names are torch's.
 DTYPES: dict[str, torch.dtype] = {
@@ -133,7 +139,8 @@ SCHEMA: dict[str, Any] = {
                               "a list of device-name substrings, as torch reports them"),
     },
     "target": {
-        "backend": Field(_one_of("cuda", "hip", "npu"), "one of ('cuda', 'hip', 'npu')"),
+        "backend": Field(_one_of("cuda", "hip", "npu", "xpu"),
+                         "one of ('cuda', 'hip', 'npu', 'xpu')"),
         "arch": Field(lambda v: _is_pos_int(v) or _is_str(v),
                       "an int (CUDA compute capability, e.g. 90) or a string (e.g. 'gfx942')"),
         "warp_size": Field(_is_pow2, "a power of two (threads per warp or wavefront)"),
@@ -144,6 +151,14 @@ SCHEMA: dict[str, Any] = {
             lambda v: isinstance(v, bool),
             "true or false (whether the backend lowers a tl.reduce over a tuple of arrays "
             "in general, beyond the arg-max/min form; true where absent)", required=False),
+        "sub_group_sizes": Field(
+            lambda v: _is_list_of(_is_pow2)(v) and len(v) > 0,
+            "a list of powers of two (the sub-group sizes an Intel GPU supports; the xpu "
+            "backend needs it)", required=False),
+        "extensions": Field(
+            _is_list_of(_is_str), "a list of OpenCL extension names the device reports "
+            "(the xpu backend reads 2D block IO, DPAS and bf16 conversions from them)",
+            required=False),
     },
     "limits": {
         "max_threads_per_block": Field(_is_pos_int, "a positive int"),
@@ -219,6 +234,9 @@ SCHEMA: dict[str, Any] = {
     # Optional tables: {op: {dtype: {rtol, atol}}} and {op: [config tables]}.
     "tolerances": Field(_is_table, "a table op -> dtype -> {rtol, atol}", required=False),
     "autotune": Field(_is_table, "a table op -> list of config tables", required=False),
+    # Optional: {function: {dtype: ulp or {ulp, per_abs_x}}}, checked in _check_math_ulp;
+    # a profile without it is held to the OpenCL C bounds (triton_cts/ops/language/math.py).
+    "math_ulp": Field(_is_table, "a table function -> dtype -> ULP bound", required=False),
 }
 
 
@@ -277,6 +295,8 @@ PLAUSIBLE: dict[str, Range] = {
     "compile.min_occupancy_waves": Range(0, 64, "waves per SIMD"),
     "autotune": Range(1, 1 << 20, "block sizes, warps and stages: a Triton block holds at "
                                   "most 2^20 elements"),
+    "math_ulp": Range(0, 1 << 20, "ULPs from the correctly rounded result: 0 to a few "
+                                  "thousand for approximations"),
 }
 
 
@@ -367,6 +387,10 @@ def _check_consistency(d: dict, source: str) -> None:
     if t["backend"] != "cuda" and not isinstance(t["arch"], str):
         raise ProfileError(source, "target.arch",
                            f"{t['backend']} needs a string arch, got {t['arch']!r}")
+    if t["backend"] == "xpu" and t["warp_size"] not in t.get("sub_group_sizes", ()):
+        raise ProfileError(source, "target.sub_group_sizes",
+                           f"xpu needs the sub-group sizes, including warp_size "
+                           f"{t['warp_size']}, got {t.get('sub_group_sizes')!r}")
     if lim["max_num_warps"] * t["warp_size"] > lim["max_threads_per_block"]:
         raise ProfileError(
             source, "limits.max_num_warps",
@@ -432,6 +456,33 @@ def _check_consistency(d: dict, source: str) -> None:
             if cfg.get("num_warps", 1) > lim["max_num_warps"]:
                 raise ProfileError(source, f"{where}[{i}].num_warps",
                                    f"exceeds limits.max_num_warps = {lim['max_num_warps']}")
+            for k in ATTENTION_TILES.get(op, ()):  # kernels/attention.py reads these
+                if not (_is_pow2(cfg.get(k)) and cfg[k] >= 16):
+                    raise ProfileError(source, f"{where}[{i}].{k}", "expected a power of two "
+                                       f">= 16 (the smallest tl.dot), got {cfg.get(k)!r}")
+
+
+def _check_math_ulp(data: dict, source: str) -> None:
+    """``[math_ulp]``: known functions, floating dtypes, each bound a number of ULPs or
+    ``{ulp = N, per_abs_x = K}`` (N + floor(K * |x|): an argument rounded before a
+    hardware approximation, as in exp(x) = exp2(x * log2(e)))."""
+    for fn, per_dtype in data.get("math_ulp", {}).items():
+        if fn not in MATH_FUNCTIONS:
+            raise ProfileError(source, f"math_ulp.{fn}",
+                               f"unknown math function; expected one of {MATH_FUNCTIONS}")
+        if not isinstance(per_dtype, dict) or not per_dtype:
+            raise ProfileError(source, f"math_ulp.{fn}", "expected a table dtype -> bound")
+        for dt, bound in per_dtype.items():
+            where = f"math_ulp.{fn}.{dt}"
+            if dt not in DTYPES or not DTYPES[dt].is_floating_point:
+                raise ProfileError(source, where, "unknown or non-floating dtype; expected "
+                                   "one of " + str(sorted(d for d, t in DTYPES.items()
+                                                          if t.is_floating_point)))
+            ok = _is_number(bound) or (isinstance(bound, dict) and set(bound) == {"ulp", "per_abs_x"}
+                                       and all(_is_number(x) for x in bound.values()))
+            if not ok:
+                raise ProfileError(source, where, f"expected a number of ULPs >= 0 or "
+                                                  f"{{ulp = N, per_abs_x = K}}, got {bound!r}")
 
 
 def validate(data: dict, source: str) -> None:
@@ -447,5 +498,6 @@ def validate(data: dict, source: str) -> None:
                            f"choice ({', '.join(RESERVED_NAMES)}), so no run could select this "
                            f"profile by name: rename it (and its file)")
     _check_consistency(data, source)
+    _check_math_ulp(data, source)
     _check_tolerance_ceiling(data, source)
     _check_plausible(data, source)
