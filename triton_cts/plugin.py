@@ -15,7 +15,7 @@ import shlex
 import pytest
 
 from triton_cts.errors import UsageError
-from triton_cts.execution import coverage, lost_context, sanitizer
+from triton_cts.execution import coverage, lost_context, pace, sanitizer
 from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
 from triton_cts.execution.size_budget import boundary_shapes
 from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
@@ -105,6 +105,29 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(coverage, coverage.__name__)
     _share_cpu_threads()
     sanitizer.register(config, config.stash[SELECTION_KEY])
+    _pace(config, config.stash[SELECTION_KEY])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser, args: list[str]) -> None:
+    """Without ``-n``, a run on a machine with pytest-xdist gets one worker per core
+    (``pace.default_workers`` says when not)."""
+    workers = pace.default_workers(args, xdist_loaded=early_config.pluginmanager.has_plugin("xdist"))
+    if workers:
+        args[:] = ["-n", str(workers), *args]
+
+
+def _pace(config: pytest.Config, sel: Selection) -> None:
+    """The quick hypothesis profile where no accelerator is attached (unless one was
+    chosen), progress lines and the replay summary."""
+    if not pace.hypothesis_profile_chosen(config):
+        from hypothesis import settings
+        settings.load_profile(pace.default_hypothesis_profile(sel.device is not None))
+    if not config.pluginmanager.has_plugin(pace.ReplaySummary.KEY):
+        config.pluginmanager.register(pace.ReplaySummary(), pace.ReplaySummary.KEY)
+    if not hasattr(config, "workerinput") and not config.pluginmanager.has_plugin("cts-progress"):
+        config.pluginmanager.register(pace.Progress(config, cpu_only=sel.device is None),
+                                      "cts-progress")
 
 
 def _share_cpu_threads() -> None:
@@ -127,7 +150,17 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"triton-cts: profiles: {', '.join(p.name for p in sel.profiles)}",
         f"triton-cts: modes: {', '.join(m.value for m in sel.modes)}; device: {device}",
         f"triton-cts: implementations: {', '.join(sorted({i.name for i in sel.impls}))}",
+        f"triton-cts: hypothesis profile: {_hypothesis_profile_line(config)}",
     ]
+
+
+def _hypothesis_profile_line(config: pytest.Config) -> str:
+    from hypothesis import settings
+    name = settings.get_current_profile_name()
+    line = f"{name} ({settings().max_examples} examples per test id)"
+    if not pace.hypothesis_profile_chosen(config):
+        line += " by default here; --hypothesis-profile dev or thorough for more"
+    return line
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -143,7 +176,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if per_dtype else None
     params = []
     wanted = metafunc.definition.get_closest_marker("cts_targets")
+    suite = metafunc.definition.path.stem  # primitives name the suites they apply to
     for target in sel.targets(modes=modes):
+        if not target.op.checked_by(suite):
+            continue
         if wanted is not None and not wanted.kwargs["predicate"](target):
             continue
         reason = (unsupported_reason(target.mode, target.profile, sel.device_profile)

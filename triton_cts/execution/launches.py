@@ -32,6 +32,8 @@ from triton.runtime.errors import InterpreterError
 from triton.runtime.interpreter import InterpretedFunction, _patch_lang
 from triton.runtime.jit import JITFunction
 
+from triton_cts.execution import launch_memo
+
 try:
     from triton.compiler.compiler import CompiledKernel
 except ImportError:  # pragma: no cover - a Triton without it
@@ -91,14 +93,24 @@ def _make_run(original, cls):
         if _capturing:
             return None
         if cls is JITFunction and knobs.runtime.interpret:
-            with _interpreter_language():
-                return _ORIGINAL_RUN[InterpretedFunction](_twin(self), *args, grid=grid,
-                                                          warmup=warmup, **kwargs)
+            return _interpret(self, _twin(self), args, kwargs, grid, warmup)
         if cls is InterpretedFunction:
-            with _interpreter_language():
-                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return _interpret(self, self, args, kwargs, grid, warmup)
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
     return functools.wraps(original)(run)
+
+
+def _interpret(kernel, interpreted: InterpretedFunction, args, kwargs, grid, warmup):
+    """Run ``interpreted`` on the CPU, or replay the same launch made earlier in this
+    process (:mod:`~triton_cts.execution.launch_memo`)."""
+    def interpret():
+        with _interpreter_language():
+            return _ORIGINAL_RUN[InterpretedFunction](interpreted, *args, grid=grid,
+                                                      warmup=warmup, **kwargs)
+    if warmup or interpreted.pre_run_hooks:
+        return interpret()
+    dims = _grid_of(interpreted, args, kwargs, grid)
+    return launch_memo.memo().run(kernel, interpreted.arg_names, args, kwargs, dims, interpret)
 
 
 def _language_patched(fn) -> bool:
