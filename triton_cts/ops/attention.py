@@ -25,7 +25,8 @@ F = torch.nn.functional
 
 def _draw(gen, low: int, high: int) -> int:
     """An int in [low, high]."""
-    return int(torch.randint(low, high + 1, (1,), generator=gen))
+    # on the CPU whatever the default device: make_args also runs under torch.device("meta")
+    return int(torch.randint(low, high + 1, (1,), generator=gen, device="cpu"))
 
 
 #: Scores (batch x heads x query length x key length) a draw may reach, or as many as the
@@ -35,10 +36,17 @@ def _draw(gen, low: int, high: int) -> int:
 SCORES_BUDGET = 8192
 
 
+def _divisors(n: int) -> list[int]:
+    """The divisors of n >= 1, ascending, in O(sqrt(n)) (grid-limit captures draw up to
+    2^31 heads)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
 def _options(gen, heads: int, sq: int, numel: int, rows: int):
     """(key/value heads, key length, keyword options), drawn. The key length is up to
     2 Sq + 8 and within the scores budget for ``rows`` (B x H x Sq) query rows."""
-    divisors = [h for h in range(1, heads + 1) if heads % h == 0] or [1]
+    divisors = _divisors(heads)
     h_kv = divisors[_draw(gen, 0, len(divisors) - 1)]
     max_keys = max(1, min(2 * sq + 8, max(SCORES_BUDGET, numel) // max(rows, 1)))
     sk = sq if _draw(gen, 0, 1) and 1 <= sq <= max_keys else _draw(gen, 1, max_keys)
