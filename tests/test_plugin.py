@@ -85,16 +85,16 @@ def test_malformed_user_profile_is_a_usage_error_naming_file_and_field(tmp_path)
 
 def test_user_profile_is_checked_like_a_bundled_one(tmp_path):
     data = bundled_profile_data("amd-gfx942")
-    data.update(name="amd-gfx950", description="AMD Instinct MI355X (gfx950)")
+    data.update(name="amd-gfx950-lab", description="AMD Instinct MI355X (gfx950), a lab profile")
     data["target"]["arch"] = "gfx950"
-    write_toml(tmp_path / "amd-gfx950.toml", data)
-    result = run_pytest("suites/", "--profile-dir", str(tmp_path), "--vendor", "amd-gfx950",
+    write_toml(tmp_path / "amd-gfx950-lab.toml", data)
+    result = run_pytest("suites/", "--profile-dir", str(tmp_path), "--vendor", "amd-gfx950-lab",
                         "--mode", "compile", "--mode", "interpreter", "--op", "gelu",
                         "--hypothesis-profile", "ci")
     assert result.returncode == 0, result.stdout
-    assert "amd-gfx950-compile] PASSED" in run_pytest(
+    assert "amd-gfx950-lab-compile] PASSED" in run_pytest(
         "suites/test_compile.py", "-v", "--profile-dir", str(tmp_path), "--vendor",
-        "amd-gfx950", "--mode", "compile").stdout
+        "amd-gfx950-lab", "--mode", "compile").stdout
 
 
 @pytest.mark.parametrize("args, message", [
