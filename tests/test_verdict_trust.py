@@ -276,7 +276,8 @@ def test_a_signal_writes_an_interrupted_report(tmp_path, sig, workers):
     slow = [t for t in status if "gelu_slow" in t]
     assert slow and all(status[t] == "interrupted" for t in slow), status
     # under xdist the other worker may be amid a reference check: interrupted too
-    assert set(status.values()) == {"pass", "interrupted"} and list(status.values()).count("pass") >= 3
+    # how many reference checks reported before the signal depends on the machine's load
+    assert set(status.values()) == {"pass", "interrupted"} and list(status.values()).count("pass") >= 1
     assert len(status) + len(run["not_run"]) == 8 and all("gelu_slow" in t for t in run["not_run"])
     assert not conforms(doc["records"], run)
     assert "INTERRUPTED" in page.read_text()
