@@ -46,7 +46,8 @@ LABEL_DTYPES = (torch.int32, torch.int64)
 REDUCTIONS = ("none", "sum", "mean")
 
 NEG_INF = tl.constexpr(float("-inf"))
-NAN = tl.constexpr(float("nan"))
+# NaN is built where it is used, as NEG_INF - NEG_INF: a NaN global fails Triton 3.6's
+# check that no global changed since compilation (nan != nan) on every call after the first
 
 
 @triton.jit
@@ -106,10 +107,10 @@ def _ce_fused_kernel(
         valid = (y >= 0) & (y < n_cols)
         ignored = y == ignore_index
         loss = _row_loss(m, s, sum_x, x_y, n_cols, smoothing)
-        loss = tl.where(ignored, 0.0, tl.where(valid, loss, NAN))
+        loss = tl.where(ignored, 0.0, tl.where(valid, loss, NEG_INF - NEG_INF))
         tl.store(LOSS + rows, loss.to(LOSS.dtype.element_ty), mask=row_mask)
         g = e / s[:, None] - smoothing / n_cols - tl.where(is_y, 1.0 - smoothing, 0.0)
-        g = tl.where(valid[:, None], g * scale, NAN)
+        g = tl.where(valid[:, None], g * scale, NEG_INF - NEG_INF)
         g = tl.where(ignored[:, None], 0.0, g)
         tl.store(DX + offs, g.to(DX.dtype.element_ty), mask=mask)
 
@@ -164,11 +165,11 @@ def _ce_tiled_kernel(
             sum_x += tl.sum(tl.where(mask, x, 0.0), axis=0)
             x_y += tl.sum(tl.where(cols == y, x, 0.0), axis=0)
         loss = _row_loss(m, s, sum_x, x_y, n_cols, smoothing)
-        loss = tl.where(ignored, 0.0, tl.where(valid, loss, NAN))
+        loss = tl.where(ignored, 0.0, tl.where(valid, loss, NEG_INF - NEG_INF))
         tl.store(LOSS + row, loss.to(LOSS.dtype.element_ty))
         # Pass 2: the gradient. An all -inf row has m = -inf, s = 0 and comes out NaN.
         inv_s = 1.0 / s
-        k = tl.where(valid, scale, NAN)
+        k = tl.where(valid, scale, NEG_INF - NEG_INF)
         k = tl.where(ignored, 0.0, k)
         out = DX + row * n_cols
         for start in range(0, n_cols, BLOCK_V):
