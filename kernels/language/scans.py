@@ -42,12 +42,14 @@ def _affine_combine(a_l, b_l, a_r, b_r):
 
 @triton.jit
 def _max_nan(a, b):
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    # cast back: Triton 3.6 returns float32 for 16-bit operands here, and tl.reduce then
+    # rejects the combine function ("type mismatch on combine operation")
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL).to(a.dtype)
 
 
 @triton.jit
 def _min_nan(a, b):
-    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL).to(a.dtype)
 
 
 @triton.jit
