@@ -19,6 +19,13 @@ from triton_cts.ops.implementation import REFERENCE
 MAX_NUMEL = 48
 
 
+def _on(arg, device):
+    if not isinstance(arg, torch.Tensor):
+        return arg
+    arg = arg.detach().to(device)
+    return arg.requires_grad_() if arg.dtype.is_floating_point else arg
+
+
 def _has_autograd(target) -> bool:
     return target.op.autograd is not None and target.impl.name == REFERENCE
 
@@ -36,8 +43,8 @@ def test_gradients_match_finite_differences(target, data, repro):
     note(f"case: {case.describe()}")
     fn = implementation.resolve(target.op.autograd)
     device = "cuda" if target.mode is Mode.DEVICE else "cpu"
-    inputs = tuple(a.detach().to(device).requires_grad_() if isinstance(a, torch.Tensor)
-                   and a.dtype.is_floating_point else a for a in case.args)
+    # every tensor moves to the device (cross-entropy's labels too); only floats get gradients
+    inputs = tuple(_on(a, device) for a in case.args)
 
     def forward(*tensors):
         return fn(*tensors, **case.kwargs, profile=target.profile)
