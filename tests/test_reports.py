@@ -32,6 +32,13 @@ from triton_cts.results.status import (Status, classify_phase, falsifying_exampl
     ("call", "failed", "RuntimeError: kernel", "...\nreproduce: pytest x", None, Status.FAIL),
     ("call", "failed", "triton.compiler.errors.CompilationError: at 1:2", "", None, Status.FAIL),
     ("call", "failed", "KeyError: 'op'", "E KeyError", None, Status.HARNESS_ERROR),
+    # raised inside Triton's compiler (fdiv on float16, Triton 3.6, sm_90): the target's
+    ("call", "failed", "RuntimeError: PassManager::run failed",
+     "E RuntimeError\n/venv/lib/site-packages/triton/backends/nvidia/compiler.py:378: "
+     "RuntimeError", None, Status.FAIL),
+    # raised in the harness, whatever folder the checkout is in
+    ("call", "failed", "RuntimeError: bad", "E RuntimeError\n/src/triton/triton_cts/results/"
+     "plugin.py:12: RuntimeError", None, Status.HARNESS_ERROR),
     ("setup", "failed", "AssertionError: fixture", "", None, Status.HARNESS_ERROR),
     ("teardown", "failed", "OSError: cleanup", "", None, Status.HARNESS_ERROR),
     ("call", "failed", "TimeoutError: took too long", "", None, Status.TIMEOUT),

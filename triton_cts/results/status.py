@@ -111,11 +111,24 @@ def classify_phase(when: str, outcome: str, message: str = "", longrepr: str = "
 def blames_the_target(message: str, longrepr: str) -> bool:
     """A call-phase failure is the implementation's (Fail) when it is an assertion, carries
     the check's repro line (the suites add it to any exception the implementation raises),
-    or comes from Triton (a compile error); any other exception is the harness's."""
+    or comes from Triton: a compile error, or any exception raised inside Triton's own
+    code (the NVIDIA backend's "PassManager::run failed" is a RuntimeError); any other
+    exception is the harness's."""
     m = _EXC_TYPE.match(message)
     exc = m.group(1) if m else ""
     return (not exc or exc.endswith(("AssertionError", "Failed", "Failure"))
-            or exc.startswith("triton.") or "reproduce:" in longrepr or "reproduce:" in message)
+            or exc.startswith("triton.") or "reproduce:" in longrepr or "reproduce:" in message
+            or _raised_in_triton(longrepr))
+
+
+# pytest's last location line, "path/to/file.py:LINE: ExcType", names the raising frame
+_RAISED_AT = re.compile(r"^(\S+\.py):\d+: \w+", re.MULTILINE)
+
+
+def _raised_in_triton(longrepr: str) -> bool:
+    places = _RAISED_AT.findall(longrepr)
+    return bool(places) and re.search(r"[/\\]triton[/\\](compiler|backends|runtime|language)[/\\]",
+                                      places[-1]) is not None
 
 
 def first_line(text: str, limit: int = 300) -> str:
