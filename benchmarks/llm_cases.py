@@ -22,11 +22,20 @@ LLM_OPS = ("cross_entropy", "rope", "rope_backward", "swiglu", "swiglu_backward"
            "geglu_backward", "fused_add_rms_norm", "fused_add_rms_norm_backward")
 
 
+def _randn(shape, dtype, seed: int = 0) -> torch.Tensor:
+    # a generator of its own: a library call that fails CUDA-graph capture can leave the
+    # default CUDA generator registered with the aborted graph, and every later
+    # torch.randn on the device then raises "Offset increment outside graph capture"
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
+
+
 def _cross_entropy(dtype, profile) -> Bench:
     from kernels.cross_entropy import cross_entropy
     F = torch.nn.functional
-    x = torch.randn(CE_SHAPE, device="cuda", dtype=dtype)
-    y = torch.randint(0, CE_SHAPE[1], CE_SHAPE[:1], device="cuda")
+    x = _randn(CE_SHAPE, dtype)
+    y = torch.randint(0, CE_SHAPE[1], CE_SHAPE[:1], device="cuda",
+                      generator=torch.Generator(device="cuda").manual_seed(1))
     xt = x.detach().clone().requires_grad_()
 
     def eager():
@@ -42,7 +51,7 @@ def _rope(op, dtype, profile) -> Bench:
     from triton_cts.ops.rope import make_tables
     tokens, width = ROW_SHAPE
     heads = width // ROPE_HEAD_DIM
-    x = torch.randn(1, tokens, heads, ROPE_HEAD_DIM, device="cuda", dtype=dtype)
+    x = _randn((1, tokens, heads, ROPE_HEAD_DIM), dtype)
     cos, sin = make_tables(tokens, ROPE_HEAD_DIM, torch.float32, "cuda")
     c, s = cos.to(dtype)[:, None, :], sin.to(dtype)[:, None, :]
     half = ROPE_HEAD_DIM // 2
@@ -60,15 +69,14 @@ def _rope(op, dtype, profile) -> Bench:
 def _glu(op, dtype, profile) -> Bench:
     import kernels.glu as glu
     F = torch.nn.functional
-    a = torch.randn(ROW_SHAPE, device="cuda", dtype=dtype)
-    b = torch.randn_like(a)
+    a, b = _randn(ROW_SHAPE, dtype), _randn(ROW_SHAPE, dtype, 1)
     act = (lambda t: F.silu(t)) if op.startswith("swiglu") else \
         (lambda t: F.gelu(t, approximate="tanh"))
     launcher = getattr(glu, op)
     if not op.endswith("_backward"):
         return Bench(op, ROW_SHAPE, dtype, lambda: launcher(a, b, profile=profile),
                      lambda: act(a) * b, _nbytes(a, b, a), args=(a, b))
-    dy = torch.randn_like(a)
+    dy = _randn(ROW_SHAPE, dtype, 2)
     at, bt = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
 
     def eager():
@@ -81,8 +89,8 @@ def _fused_add_rms_norm(op, dtype, profile) -> Bench:
     from kernels.fused_add_rms_norm import fused_add_rms_norm, fused_add_rms_norm_backward
     F = torch.nn.functional
     n = ROW_SHAPE[1]
-    x = torch.randn(ROW_SHAPE, device="cuda", dtype=dtype)
-    r, w = torch.randn_like(x), torch.randn(n, device="cuda", dtype=dtype)
+    x = _randn(ROW_SHAPE, dtype)
+    r, w = _randn(ROW_SHAPE, dtype, 1), _randn((n,), dtype, 3)
     if op == "fused_add_rms_norm":
         def eager():
             h = x + r
@@ -91,7 +99,7 @@ def _fused_add_rms_norm(op, dtype, profile) -> Bench:
                      lambda: fused_add_rms_norm(x, r, w, EPS, profile=profile), eager,
                      _nbytes(x, r, x, x), args=(x, r, w, EPS))
     _, h, rstd = fused_add_rms_norm(x, r, w, EPS, profile=profile)
-    dy, dh_out = torch.randn_like(x), torch.randn_like(x)
+    dy, dh_out = _randn(ROW_SHAPE, dtype, 1), _randn(ROW_SHAPE, dtype, 2)
     ht, wt = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
 
     def eager():
