@@ -45,10 +45,13 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, dh_out: torch.Tensor, h: torch
     if dh_out.shape != h.shape:
         raise ShapeMismatchError(f"fused_add_rms_norm_backward: dh_out must have h's shape "
                                  f"{tuple(h.shape)}, got {tuple(dh_out.shape)}")
-    dx, dweight, _, dresidual = layer_norm_backward(
-        dy, h, weight, None, None, rstd, rms=True, dresidual_out=dh_out, has_residual=True,
+    # dx and dresidual are the same tensor here (no dropout, no row scale): ask for dx alone,
+    # which already holds dh_out; storing both wrote the gradient twice (5 tensors of
+    # traffic for 4)
+    dh, dweight, _ = layer_norm_backward(
+        dy, h, weight, None, None, rstd, rms=True, dresidual_out=dh_out, has_residual=False,
         profile=profile)
-    return dresidual, dweight
+    return dh, dweight
 
 
 class FusedAddRMSNormFunction(torch.autograd.Function):
