@@ -28,14 +28,16 @@ summation orders), which SGD carries from step to step. Interpreter mode (3 step
 interpreter costs about 1 s a step): the losses agreed to 6e-8 (the loss falls from 4.87
 to 0.50), rtol 1e-4; a wrong kernel moves them far more: our attention's output scaled by
 0.99 moved the first loss by 2.8e-3 and the second by 8.4e-3. Device mode, 200 steps (the
-loss falls to 1.1e-3; the difference stops growing after step 2): rtol 1e-4 where float32
-dots are IEEE (torch's attention computed in another order moved the 200-step curve by
-1.3e-7 on the CPU); 1e-3 on profiles whose float32 dots run as tf32 (``dtypes.tf32``: our
-attention's q k^T, p v and backward dots; a library's Triton attention likewise). tf32
-emulated on the CPU over the 200 steps (the operands of those dots and the gradients
-flowing into them cut to 10 mantissa bits) moved the curve by at most 3.9e-5 rounding to
-nearest and 3.2e-4 truncating, 3x below the bound; the 0.99 attention fault under the
-same emulation moved it by 5.6e-3, 5x above. The test prints the largest difference it
+loss falls to 1.1e-3; the difference stops growing after step 2): rtol 1e-4. Our attention
+computes float32 dots in IEEE float32 on every target, as torch does; on an H100 the
+200-step curves agreed to 2.8e-7 (reference), 3.6e-7 (Liger-Kernel and FlagGems, whose
+model ops this test uses where they have them). While our attention used tf32 there the
+reference curve moved by 3.6e-4. A library's Triton attention may still run float32 dots
+as tf32 on profiles with ``dtypes.tf32``: those get rtol 1e-3. tf32 emulated on the CPU
+over the 200 steps (the operands of those dots and the gradients flowing into them cut to
+10 mantissa bits) moved the curve by at most 3.9e-5 rounding to nearest and 3.2e-4
+truncating, 3x below that bound; the 0.99 attention fault under the same emulation moved
+it by 5.6e-3, 5x above. The test prints the largest difference it
 saw (``-rP`` shows it).
 """
 import functools
@@ -59,7 +61,7 @@ EPS = 1e-6
 LR = 0.5
 STEPS = {Mode.INTERPRETER: 3, Mode.DEVICE: 200}
 RTOL = {Mode.INTERPRETER: 1e-4, Mode.DEVICE: 1e-4}
-RTOL_TF32 = 1e-3  # device, float32 dots as tf32 (profile dtypes.tf32): see above
+RTOL_TF32 = 1e-3  # device, a library's attention on a tf32 profile: see above
 #: The model's ops (the loss first: it picks the one check per implementation), each
 #: with the options the model calls it with.
 OPTIONS = {
@@ -167,7 +169,8 @@ def _around(curve, step):
 
 
 def _tolerance(target) -> float:
-    if target.mode is Mode.DEVICE and target.profile["dtypes.tf32"]:
+    if (target.mode is Mode.DEVICE and target.profile["dtypes.tf32"]
+            and target.impl.name != REFERENCE):
         return RTOL_TF32
     return RTOL[target.mode]
 
