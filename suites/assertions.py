@@ -22,12 +22,27 @@ def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol) -> dict:
     inf of the same sign. Returns the measured error and the bound, and where it broke."""
     got = out.detach().to(torch.float64)
     want = ref.detach().to(torch.float64)
+    # Fast path, the common case at any size: every difference finite and within its bound
+    # (a NaN or inf on either side makes the difference NaN or inf). A third of the passes
+    # over the data of the full path below, which gives the same numbers here: on the
+    # CPU, 134M-element outputs of the device boundary checks spent a third of their time
+    # in this function.
+    diff = (got - want).abs()
+    bound = atol + rtol * want.abs()
+    if bool((torch.isfinite(diff) & (diff <= bound)).all()):
+        scaled = torch.where(diff > 0, diff / torch.where(bound > 0, bound, torch.zeros_like(bound)),
+                             torch.zeros_like(diff))
+        return {
+            "max_abs_error": float(diff.max()) if diff.numel() else 0.0,
+            "rtol": rtol, "atol": float(torch.as_tensor(atol).max()) if diff.numel() else 0.0,
+            "mismatched": 0, "numel": want.numel(), "worst_index": None,
+            "ratio": float(scaled.max()) if scaled.numel() else 0.0,
+        }
     nan_ok = torch.isnan(got) == torch.isnan(want)
     inf_ok = (torch.isinf(want) == torch.isinf(got)) & torch.where(
         torch.isinf(want), got == want, torch.ones_like(want, dtype=torch.bool))
     finite = torch.isfinite(want) & torch.isfinite(got)
-    diff = torch.where(finite, (got - want).abs(), torch.zeros_like(want))
-    bound = atol + rtol * want.abs()
+    diff = torch.where(finite, diff, torch.zeros_like(want))
     within = ~finite | (diff <= torch.where(finite, bound, torch.zeros_like(bound)))
     ok = nan_ok & inf_ok & within
     # How far out of bounds: the largest |out - ref| / bound (inf where the bound is 0 or

@@ -1,6 +1,8 @@
 """The tolerance policy's second oracle (triton_cts/ops/tolerances.py): an output beyond the
 error model fails only if it is also clearly worse than torch's own result in the same
 dtype; a pass that rests on torch's error says so."""
+import math
+
 import pytest
 import torch
 
@@ -83,3 +85,20 @@ def test_no_oracle_where_torch_cannot_compute_it():
     with pytest.raises(AssertionError, match="out of tolerance"):
         ah.assert_matches_reference(TARGET, _case(), (ours,), (ref,), Repro(),
                                     torch_oracle=lambda: None)
+
+
+@pytest.mark.parametrize("got,want,mismatched", [
+    ([1.0, 2.0, 3.0], [1.0, 2.0 + 1e-9, 3.0], 0),                # within: the fast path
+    ([5.0, 2.0], [float("inf"), 2.0], 1),                         # inf bound must not pass
+    ([float("inf"), 2.0], [float("inf"), 2.0], 0),                # same inf
+    ([float("-inf"), 2.0], [float("inf"), 2.0], 1),               # inf of the other sign
+    ([float("nan"), 2.0], [float("nan"), 2.0], 0),                # NaN where NaN
+    ([float("nan"), 2.0], [1.0, 2.0], 1),
+    ([1.1, 2.0], [1.0, 2.0], 1),                                  # out of bound
+])
+def test_compare_counts_specials_and_bounds(got, want, mismatched):
+    r = ah.compare(torch.tensor(got), torch.tensor(want, dtype=torch.float64), 1e-6, 1e-6)
+    assert r["mismatched"] == mismatched
+    assert (r["worst_index"] is None) == (mismatched == 0)
+    finite = [abs(a - b) for a, b in zip(got, want) if math.isfinite(a) and math.isfinite(b)]
+    assert r["max_abs_error"] == pytest.approx(max(finite))
