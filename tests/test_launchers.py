@@ -94,3 +94,16 @@ def test_no_kernel_module_holds_a_nan_constexpr():
                  if isinstance(value, tl.constexpr) and isinstance(value.value, float)
                  and value.value != value.value]
     assert not offenders, f"NaN constexpr globals: {offenders}"
+
+
+def test_a_kernel_module_resolved_inside_the_interpreter_keeps_jit_kernels(tmp_path, monkeypatch):
+    # triton.jit decides at decoration time; a module first imported while interpreting
+    # would keep InterpretedFunction kernels, which compile mode cannot lower
+    from triton.runtime.jit import JITFunction
+    from triton_cts.ops.implementation import resolve
+    (tmp_path / "late_kernels.py").write_text(
+        "import triton\n\n@triton.jit\ndef k(X):\n    pass\n\ndef launcher():\n    return k\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with interpreted():
+        kernel = resolve("late_kernels:launcher")()
+    assert isinstance(kernel, JITFunction)

@@ -20,12 +20,27 @@ class ImplementationLoadError(ImportError):
     """An implementation's ``module:function`` cannot be imported or found."""
 
 
+def _import(module_name: str):
+    """Import with Triton's interpreter off: ``triton.jit`` decides at decoration time, so a
+    kernel module first imported inside an interpreted block (a check resolving its
+    implementation there) would hold InterpretedFunction kernels for good, and every
+    compile check of that process would then fail on them. JIT kernels still run under
+    the interpreter where a block asks for it (triton_cts.execution.launches)."""
+    from triton import knobs
+    old = knobs.runtime.interpret
+    knobs.runtime.interpret = False
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        knobs.runtime.interpret = old
+
+
 def resolve(target: str) -> Callable:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ImplementationLoadError(f"'{target}' is not of the form 'module:function'")
     try:
-        obj = importlib.import_module(module_name)
+        obj = _import(module_name)
     except ImportError as exc:
         raise ImplementationLoadError(f"cannot import '{module_name}': {exc}") from exc
     for part in attr.split("."):
