@@ -38,12 +38,10 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
+from triton_cts.ops.attention import MAX_HEAD_DIM
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: The largest head dim the kernels take: FlashAttention-2's limit (its tiles of
-#: BLOCK x 256 fill shared memory on every target).
-MAX_HEAD_DIM = 256
 #: 1 / ln(2): scores are exponentiated in base 2.
 LOG2E = 1.4426950408889634
 

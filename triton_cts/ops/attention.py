@@ -17,8 +17,9 @@ import torch
 from triton_cts.ops.spec import OpSpec
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-#: The head dims the kernels take (kernels.attention.MAX_HEAD_DIM): a drawn q with a
-#: longer head dim is cut to its first MAX_HEAD_DIM columns (a strided view).
+#: The largest head dim the kernels take: FlashAttention-2's limit (its tiles of BLOCK x
+#: 256 fill shared memory on every target). A drawn q with a longer head dim is cut to
+#: its first MAX_HEAD_DIM columns (a strided view).
 MAX_HEAD_DIM = 256
 F = torch.nn.functional
 
