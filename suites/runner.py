@@ -226,12 +226,33 @@ def same_bits(a, b) -> bool:
             and a.dtype == b.dtype and a.shape == b.shape and not changed_elements(a, b))
 
 
-def reference_inputs(target, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Float64 copies of the inputs for the reference and the error models, on the CPU in
-    every mode: the truth must not depend on the device (CUDA torch's float64 batch norm
-    gives a NaN mean for a channel holding -inf, where the CPU's and the exact one are
-    -inf)."""
-    return upcast(clone_args(args)), {k: upcast(v) for k, v in kwargs.items()}
+def reference_device(target) -> str:
+    """Where a check's float64 work (the reference, the error models) runs: on the
+    accelerator in device mode, on the CPU otherwise and for ops whose truth CUDA torch's
+    float64 does not give (``OpSpec.reference_on_cpu``). On one CPU thread a worker's
+    float64 attention backward at a few thousand keys took minutes of a device run; float64
+    is IEEE arithmetic on either, only the order of a sum may differ (1e-16 relative)."""
+    if (target.mode is Mode.DEVICE and target.op.reference_on_cpu is None
+            and torch.cuda.is_available()):
+        return "cuda"
+    return "cpu"
+
+
+def _float64_copy(value, device):
+    """A copy on ``device`` keeping strides, floating tensors in float64."""
+    from triton_cts.execution.modes import copy_with_layout
+    if isinstance(value, torch.Tensor):
+        copy = copy_with_layout(value, device)
+        return copy.to(torch.float64) if copy.dtype.is_floating_point else copy
+    if isinstance(value, (tuple, list)):
+        return type(value)(_float64_copy(v, device) for v in value)
+    return value
+
+
+def reference_inputs(target, args: tuple, kwargs: dict, device: str = "cpu") -> tuple[tuple, dict]:
+    """Float64 copies of the inputs on ``device``, for the reference and the error models."""
+    return (tuple(_float64_copy(a, device) for a in args),
+            {k: _float64_copy(v, device) for k, v in kwargs.items()})
 
 
 def _on_cpu(value):
@@ -239,9 +260,26 @@ def _on_cpu(value):
     return _to_cpu(value)
 
 
-def run_reference(target, args: tuple, kwargs: dict):
+def in_float64(target, args: tuple, kwargs: dict, compute):
+    """``compute(*args64, **kwargs64)`` on float64 copies of the inputs where
+    :func:`reference_device` says, its tensors returned on the CPU. Where the device has
+    no room (every worker shares it), the CPU computes it instead."""
+    device = reference_device(target)
+    if device != "cpu":
+        try:
+            args64, kwargs64 = reference_inputs(target, args, kwargs, device)
+            return _on_cpu(compute(*args64, **kwargs64))
+        except torch.OutOfMemoryError:
+            pass
+        finally:
+            args64 = kwargs64 = None
+            torch.cuda.empty_cache()  # what the reference held is other workers' memory
     args64, kwargs64 = reference_inputs(target, args, kwargs)
-    return provided(target, _on_cpu(target.op.reference(*args64, **kwargs64)))
+    return _on_cpu(compute(*args64, **kwargs64))
+
+
+def run_reference(target, args: tuple, kwargs: dict):
+    return provided(target, in_float64(target, args, kwargs, target.op.reference))
 
 
 def torch_oracle(target, args: tuple, kwargs: dict):
@@ -267,16 +305,16 @@ def error_scales(target, args: tuple, kwargs: dict):
     """Per-output atol multipliers from the op's error model, or None."""
     if target.op.error_scale is None:
         return None
-    args64, kwargs64 = reference_inputs(target, args, kwargs)
-    return provided(target, _on_cpu(as_tuple(target.op.error_scale(*args64, **kwargs64))))
+    return provided(target, in_float64(target, args, kwargs,
+                                       lambda *a, **k: as_tuple(target.op.error_scale(*a, **k))))
 
 
 def ambiguities(target, args: tuple, kwargs: dict):
     """Per-output gaps between equally right answers (``OpSpec.ambiguity``), or None."""
     if target.op.ambiguity is None:
         return None
-    args64, kwargs64 = reference_inputs(target, args, kwargs)
-    return provided(target, _on_cpu(as_tuple(target.op.ambiguity(*args64, **kwargs64))))
+    return provided(target, in_float64(target, args, kwargs,
+                                       lambda *a, **k: as_tuple(target.op.ambiguity(*a, **k))))
 
 
 def input_dtype(args) -> torch.dtype:
@@ -290,22 +328,21 @@ def allowances(target, args: tuple, kwargs: dict, ambiguity: bool = True, scale:
     the error any correct implementation may make at these inputs, given the input dtype),
     times ``scale`` (2 where two implementation outputs are compared), plus, with
     ``ambiguity``, the gap between equally right answers (``OpSpec.ambiguity``)."""
-    parts = []
     if target.op.conditioning is None and not (ambiguity and target.op.ambiguity is not None):
         return None
-    args64, kwargs64 = reference_inputs(target, args, kwargs)
-    if target.op.conditioning is not None:
-        cond = _on_cpu(as_tuple(target.op.conditioning(*args64, dtype=input_dtype(args),
-                                                       **kwargs64)))
-        parts.append(tuple(None if c is None else c * scale for c in cond))
-    if ambiguity and target.op.ambiguity is not None:
-        parts.append(_on_cpu(as_tuple(target.op.ambiguity(*args64, **kwargs64))))
-    if not parts:
-        return None
-    total = tuple(None if all(p[i] is None for p in parts)
-                  else sum(p[i] for p in parts if p[i] is not None)
-                  for i in range(len(parts[0])))
-    return provided(target, total)
+    dtype = input_dtype(args)
+
+    def compute(*args64, **kwargs64):
+        parts = []
+        if target.op.conditioning is not None:
+            cond = as_tuple(target.op.conditioning(*args64, dtype=dtype, **kwargs64))
+            parts.append(tuple(None if c is None else c * scale for c in cond))
+        if ambiguity and target.op.ambiguity is not None:
+            parts.append(as_tuple(target.op.ambiguity(*args64, **kwargs64)))
+        return tuple(None if all(p[i] is None for p in parts)
+                     else sum(p[i] for p in parts if p[i] is not None)
+                     for i in range(len(parts[0])))
+    return provided(target, in_float64(target, args, kwargs, compute))
 
 
 def provided(target, values):

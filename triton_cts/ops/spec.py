@@ -58,6 +58,11 @@ class OpSpec:
     #: "module:function" of a differentiable launcher taking the op's forward arguments
     #: (what make_args builds) and returning the op's first output; gradcheck runs it.
     autograd: str | None = None
+    #: Why the float64 reference and error models must run on the CPU in device mode too
+    #: (where CUDA torch's float64 is not the exact answer); None: they run where the
+    #: check runs (``suites/runner.py::reference_device``), so every function of the op
+    #: must make its tensors on its inputs' device.
+    reference_on_cpu: str | None = None
     #: Known gaps of an execution mode: {(mode, dtype): reason}; reported as not supported.
     mode_gaps: Mapping[tuple[str, torch.dtype], str] = field(default_factory=dict)
     #: Implementations declared bitwise reproducible from run to run (same inputs,
