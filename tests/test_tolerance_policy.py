@@ -102,3 +102,23 @@ def test_compare_counts_specials_and_bounds(got, want, mismatched):
     assert (r["worst_index"] is None) == (mismatched == 0)
     finite = [abs(a - b) for a, b in zip(got, want) if math.isfinite(a) and math.isfinite(b)]
     assert r["max_abs_error"] == pytest.approx(max(finite))
+
+
+@pytest.mark.parametrize("bad_at", [None, 5, 70])
+def test_chunked_comparison_agrees_with_the_whole(monkeypatch, bad_at):
+    """Large outputs are compared chunk by chunk on the accelerator: the same verdict and
+    numbers as one pass, with a per-element bound, and an error in a later chunk found."""
+    gen = torch.Generator().manual_seed(0)
+    want = torch.randn(9, 11, generator=gen, dtype=torch.float64)
+    got = (want + 1e-7 * torch.randn(9, 11, generator=gen, dtype=torch.float64)).float()
+    if bad_at is not None:
+        got.view(-1)[bad_at] += 1.0
+    atol = torch.full((11,), 1e-6, dtype=torch.float64)
+    whole = ah.compare(got, want, 1e-6, atol)
+    monkeypatch.setattr(ah, "DEVICE_COMPARE_CHUNK", 16)
+    chunked = ah._within_everywhere_in_chunks(got, want, 1e-6, atol, "cpu")
+    if bad_at is None:
+        assert whole["mismatched"] == 0
+        assert chunked == (whole["max_abs_error"], whole["ratio"])
+    else:
+        assert whole["mismatched"] == 1 and chunked is None
