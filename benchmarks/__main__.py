@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     for op in ops:
         for dtype in dtypes:
             if op == "matmul":
-                benches = [cases.matmul(s, dtype, profile) for s in cases.MATMUL_SIZES]
+                benches = [b for s in cases.MATMUL_SIZES for b in cases.matmul(s, dtype, profile)]
             elif op in llm_cases.LLM_OPS:  # one model shape each (benchmarks/llm_cases.py)
                 benches = [llm_cases.llm_bench(op, dtype, profile)]
             elif op in attention_cases.ATTENTION_OPS:  # full and causal (attention_cases.py)
@@ -107,7 +107,9 @@ def main(argv=None) -> int:
                 benches = [cases.memory_bound(op, s, dtype, profile) for s in cases.MEMORY_SHAPES]
             for bench in benches:
                 torch_times = timed(bench.torch_eager)
-                row, rec = _measured(op, bench, timed(bench.ours), torch_times, profile,
+                label = f"{op} ({bench.precision}; torch {bench.precision})" \
+                    if bench.precision else op
+                row, rec = _measured(label, bench, timed(bench.ours), torch_times, profile,
                                      peak_gbs, copy_gbs)
                 rows.append(row)
                 records.append(rec)
@@ -142,11 +144,11 @@ def _measured(label, bench, times, torch_times, profile, peak_gbs, copy_gbs):
            "shape": "x".join(map(str, bench.shape)), "ms": call, "graph_ms": graph,
            "torch_ms": t_call, "torch_graph_ms": t_graph, "speedup": t_call / call,
            "graph_speedup": t_graph / graph}
+    if bench.precision:
+        rec["precision"] = rec["torch_precision"] = bench.precision
     if bench.flops:
         rec["tflops"] = bench.flops / (kernel * 1e-3) / 1e12
-        peak_key = rec["dtype"]
-        if bench.dtype == torch.float32 and profile["dtypes.tf32"]:
-            peak_key = "tf32"
+        peak_key = "tf32" if bench.precision == "tf32" else rec["dtype"]
         rec["pct_peak"] = 100 * rec["tflops"] / profile["peak.dense_tflops"].get(peak_key,
                                                                              float("nan"))
         perf, pct_copy = f"{rec['tflops']:.0f} TFLOP/s", ""
@@ -169,7 +171,7 @@ def _library_row(name, bench, torch_times, timed, profile, peak_gbs, copy_gbs):
     fn = cases.library_call(name, bench)
     if fn is None:
         return None, None
-    label = f"{bench.op} [{name}]"
+    label = f"{bench.op} [{name}]" + (f" (torch {bench.precision})" if bench.precision else "")
     dtype, shape = str(bench.dtype).removeprefix("torch."), "x".join(map(str, bench.shape))
     try:
         times = timed(fn)

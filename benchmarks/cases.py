@@ -23,6 +23,7 @@ class Bench:
     flops: int = 0     # compute-bound: floating-point operations
     args: tuple = ()   # the op's arguments, as its OpSpec.make_args builds them
     kwargs: dict = field(default_factory=dict)  # and its keyword options
+    precision: str = ""  # float32 dots: "tf32" or "ieee" (its % of peak is of that peak)
 
 
 def _nbytes(*tensors) -> int:
@@ -74,12 +75,31 @@ def memory_bound(op: str, shape, dtype, profile) -> Bench:
     raise KeyError(op)
 
 
-def matmul(size: int, dtype, profile) -> Bench:
+def matmul(size: int, dtype, profile) -> list[Bench]:
+    """One bench per dtype; float32: one per input precision the profile runs ("tf32"
+    where its tensor cores do, and "ieee"), torch computing in the same precision."""
     from kernels.matmul import matmul as mm
     a = torch.randn(size, size, device="cuda", dtype=dtype)
     b = torch.randn(size, size, device="cuda", dtype=dtype)
-    return Bench("matmul", (size, size, size), dtype, lambda: mm(a, b, profile=profile),
-                 lambda: torch.matmul(a, b), flops=2 * size ** 3, args=(a, b))
+    shape, flops = (size, size, size), 2 * size ** 3
+    if dtype != torch.float32:
+        return [Bench("matmul", shape, dtype, lambda: mm(a, b, profile=profile),
+                      lambda: torch.matmul(a, b), flops=flops, args=(a, b))]
+    precisions = ("tf32", "ieee") if profile["dtypes.tf32"] else ("ieee",)
+    return [Bench("matmul", shape, dtype,
+                  lambda p=p: mm(a, b, profile=profile, input_precision=p),
+                  lambda p=p: _torch_matmul(a, b, p), flops=flops, args=(a, b), precision=p)
+            for p in precisions]
+
+
+def _torch_matmul(a, b, precision: str):
+    """torch.matmul with float32 inputs run as ``precision`` ("tf32" or "ieee")."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        return torch.matmul(a, b)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def library_call(lib_name: str, bench: Bench) -> Callable[[], object] | None:

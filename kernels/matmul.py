@@ -185,9 +185,18 @@ def _autotuned_kernel(profile: Profile):
     return _AUTOTUNED[key]
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile) -> torch.Tensor:
-    """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N."""
+def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
+           input_precision: str | None = None) -> torch.Tensor:
+    """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
+    ``input_precision`` of float32 dots: "tf32" or "ieee"; None: tf32 where the profile's
+    tensor cores run it (``dtypes.tf32``), else ieee."""
     check_inputs("matmul", profile, DTYPES, a=a, b=b)
+    if input_precision not in (None, "ieee", "tf32"):
+        raise ValueError(f"matmul: input_precision must be None, 'ieee' or 'tf32', got "
+                         f"{input_precision!r}")
+    if input_precision == "tf32" and not profile["dtypes.tf32"]:
+        raise UnsupportedDtypeError(f"matmul: profile '{profile.name}' runs no tf32 dots "
+                                    f"(dtypes.tf32 in {profile.source})")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ShapeMismatchError(f"matmul: need a (M x K) and b (K x N), got a={tuple(a.shape)}, "
                                  f"b={tuple(b.shape)}")
@@ -203,7 +212,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile) -> torch.Tenso
         return c
     if K == 0:
         return c.zero_()
-    fp32_tf32 = a.dtype == torch.float32 and profile["dtypes.tf32"]
+    if input_precision is None:
+        input_precision = "tf32" if profile["dtypes.tf32"] else "ieee"
+    fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
     kernel = _autotuned_kernel(profile)
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731
     kernel[grid](

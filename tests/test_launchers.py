@@ -35,6 +35,30 @@ def test_cpu_tensors_outside_the_interpreter_are_refused():
         gelu([1.0, 2.0], profile=SM90)
 
 
+@pytest.mark.parametrize("precision, dtype", [(None, tl.float32), ("ieee", tl.float32),
+                                              ("tf32", tl.float32), (None, tl.float16)])
+def test_matmul_input_precision_reaches_the_kernel(precision, dtype):
+    """float32 dots as asked (benchmarks compare like for like), the profile's default
+    without; 16-bit dots ignore it."""
+    from kernels.matmul import matmul
+    torch_dtype = torch.float32 if dtype == tl.float32 else torch.float16
+    a, b = torch.ones(16, 16, dtype=torch_dtype), torch.ones(16, 16, dtype=torch_dtype)
+    with interpreted(), record_launches() as log:
+        matmul(a, b, profile=SM90, input_precision=precision)
+    want = "ieee" if dtype == tl.float16 or precision == "ieee" else "tf32"
+    assert log[0].kwargs["INPUT_PRECISION"] == want
+
+
+def test_matmul_input_precision_errors_name_the_problem():
+    from kernels.matmul import matmul
+    a = torch.ones(4, 4)
+    with interpreted(), pytest.raises(ValueError, match="input_precision must be"):
+        matmul(a, a, profile=SM90, input_precision="tf32x3")
+    no_tf32 = SM90.derive(**{"dtypes.tf32": False})
+    with interpreted(), pytest.raises(UnsupportedDtypeError, match="runs no tf32 dots"):
+        matmul(a, a, profile=no_tf32, input_precision="tf32")
+
+
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5, 7)])
 def test_empty_inputs_launch_nothing(shape):
     with interpreted(), record_launches() as log:
