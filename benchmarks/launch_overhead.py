@@ -1,0 +1,73 @@
+"""python -m benchmarks.launch_overhead [--dtype bfloat16] [--calls 2000]
+
+Per-call CPU time of each launcher, on a shape small enough that the GPU is never the
+limit (8 x 1024): what a Python caller pays per call beyond the kernel. Three numbers per
+op, each the mean over ``--calls`` back-to-back calls with one synchronization at the end:
+
+- ``ours``: the launcher as users call it;
+- ``ours, launch stubbed``: the same with Triton's ``JITFunction.run`` replaced by a
+  no-op, i.e. our Python (input checks, allocation, constants from the profile);
+- ``torch``: the torch eager equivalent.
+
+``ours - stubbed`` is Triton's launch path (binding and specializing the arguments, the
+cache lookup, the driver call)."""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+SHAPE = (8, 1024)
+
+
+def per_call_us(fn, calls: int) -> float:
+    for _ in range(20):  # warm-up: compile, caches
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def main(argv=None) -> int:
+    from tabulate import tabulate
+    from triton.runtime.jit import JITFunction
+
+    from benchmarks import cases
+    from triton_cts.profiles import load_profiles
+    from triton_cts.profiles.vendor_selection import attached_device, match_device
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--op", action="append", default=[])
+    args = parser.parse_args(argv)
+    device = attached_device()
+    if device is None:
+        parser.error("no accelerator attached: launch overhead is measured on a GPU")
+    dtype = getattr(torch, args.dtype)
+    profile = match_device(device, load_profiles())
+    rows = []
+    for op in args.op or cases.MEMORY_OPS:
+        bench = cases.memory_bound(op, SHAPE, dtype, profile)
+        ours = per_call_us(bench.ours, args.calls)
+        real_run = JITFunction.run
+        JITFunction.run = lambda self, *a, **k: None
+        try:
+            stubbed = per_call_us(bench.ours, args.calls)
+        finally:
+            JITFunction.run = real_run
+        theirs = per_call_us(bench.torch_eager, args.calls)
+        rows.append([op, f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}", f"{theirs:.1f}"])
+        print(" | ".join(rows[-1]), flush=True)
+    print(f"profile {profile.name}, {args.dtype}, shape {SHAPE}, mean of {args.calls} calls")
+    print(tabulate(rows, headers=["op", "ours us/call", "ours, launch stubbed",
+                                  "Triton's launch path", "torch us/call"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
