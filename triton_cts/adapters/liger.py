@@ -41,6 +41,7 @@ OPS = {
     "geglu_backward": "geglu_backward",
     "fused_add_rms_norm": "fused_add_rms_norm",
     "fused_add_rms_norm_backward": "fused_add_rms_norm_backward",
+    "fused_linear_cross_entropy": "fused_linear_cross_entropy",
 }
 
 # No weight offset (LigerRMSNormFunction's default), and Gemma casting: everything in
@@ -278,3 +279,25 @@ def fused_add_rms_norm_backward(dy, dh_out, h, weight, rstd):
                               RMS_OFFSET, _str_to_casting_mode[RMS_CASTING_MODE], block_size,
                               num_warps, FUSED_ADD_RMS_NUM_STAGES, False)
     return dh.view(h.shape), dweight
+
+
+# ---- fused linear + cross-entropy: the gradients computed in the forward, chunked -----
+# compute_gradients / weight_requires_grad: the inputs here do not require grad, which
+# would make Liger skip the gradients. accum_dtype float32: the op sums the chunks' weight
+# and bias gradients in float32 (Liger's default sums them in the weight's dtype, one
+# rounding per chunk; LigerFusedLinearCrossEntropyFunction takes accum_dtype too).
+# reduction "none" without token_grad_output: the gradients of the sum of the losses.
+FLCE_ACCUM_DTYPE = torch.float32
+
+
+def fused_linear_cross_entropy(x, weight, labels, bias=None, *, ignore_index, label_smoothing,
+                               reduction):
+    from liger_kernel.ops.fused_linear_cross_entropy import fused_linear_cross_entropy_forward
+    _check_dtype("fused_linear_cross_entropy", x, weight, *(() if bias is None else (bias,)))
+    x, weight, labels = _contiguous(x, weight, labels)
+    loss, _, _, _, grad_x, grad_w, grad_b = fused_linear_cross_entropy_forward(
+        x, weight, labels, bias=None if bias is None else bias.contiguous(),
+        ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction,
+        accum_dtype=FLCE_ACCUM_DTYPE, compute_gradients=True, weight_requires_grad=True)
+    out = (loss.detach(), grad_x, grad_w)
+    return out + (grad_b,) if bias is not None else out

@@ -10,3 +10,5 @@ from triton_cts.ops import cross_entropy, fused_add_rms_norm, glu, rope  # noqa:
 ALL_OPS += (*cross_entropy.OPS, *rope.OPS, *glu.OPS, *fused_add_rms_norm.OPS)  # LLM ops
 from triton_cts.ops import attention  # noqa: E402
 ALL_OPS += attention.OPS
+from triton_cts.ops import fused_linear_cross_entropy  # noqa: E402
+ALL_OPS += fused_linear_cross_entropy.OPS

@@ -1,0 +1,161 @@
+"""Fused linear + cross-entropy: the loss of cross_entropy(x @ weight^T + bias, labels) and
+its gradients, without ever holding the whole [tokens, V] logits.
+
+The last layer of a language model maps hidden states x [T, H] to logits [T, V] with V
+up to 256k: in bfloat16 at T = 8192 and V = 128256 the logits alone take 2 GiB, and
+their gradient as much again. As in Liger-Kernel's fused_linear_cross_entropy (after
+mgmalek/efficient_cross_entropy), the tokens are processed in chunks of rows, and per
+chunk only that chunk's logits exist:
+
+    logits_c  = x_c @ weight^T (+ bias)                      our matmul
+    loss_c, dlogits_c = cross_entropy(logits_c, labels_c)    our one-pass kernel
+    grad_x_c  = dlogits_c @ weight                           our matmul
+    grad_w   += dlogits_c^T @ x_c                            our matmul, summed in float32
+    grad_b   += ones @ dlogits_c                             our matmul, summed in float32
+
+The gradients are those of the loss for an upstream gradient of 1 (the sum of the rows'
+losses for "none"), computed in the forward, as our cross_entropy launcher does for the
+logits. "mean" divides by the rows not ignored in the WHOLE batch, counted first: each
+chunk's cross-entropy runs with the unscaled ("sum") gradient, and the loss and the
+gradients are divided by the count once at the end (a per-chunk mean would weight the
+chunks' rows unequally).
+
+Chunk size: rows whose logits and the gradient written beside them (2 x rows x V in the
+input dtype) take about as many bytes as x does (Liger's rule: the transient memory of
+the loss is that of its input), but at least the bytes every compute unit's block holds
+at once (``launch.max_fused_size_bytes`` x ``limits.compute_units``: 8.6 MB on an H100,
+below which a chunk's kernels cannot fill the device; x of 8192 x 4096 bfloat16 is 64
+MiB), and never more than 1 / DEVICE_MEMORY_SHARE of the profile's device memory
+(``limits.device_memory_bytes``), so a huge x does not make a chunk that fills the
+device. The suites' derived profiles (tiny blocks, few units) give many chunks on small
+inputs, and so does a profile derived with a small device memory (the tests).
+
+The logits are the matmul's output in the input dtype (as torch's linear gives them);
+the float32 loss is summed in a fixed order. Precision: float32 dots are IEEE
+("ieee"), not tf32, so the float32 loss is a float32 one.
+"""
+from __future__ import annotations
+
+import torch
+
+from .cross_entropy import cross_entropy
+from .matmul import matmul
+from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
+                                               WrongDeviceError, check_inputs)
+from triton_cts.profiles import Profile, cdiv
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+LABEL_DTYPES = (torch.int32, torch.int64)
+REDUCTIONS = ("none", "sum", "mean")
+OP = "fused_linear_cross_entropy"
+
+#: A chunk's logits and their gradient take at most this share of the device's memory
+#: (limits.device_memory_bytes): activations, the weight and its float32 gradient sum
+#: need the rest.
+DEVICE_MEMORY_SHARE = 16
+
+
+def chunk_rows(profile: Profile, n_rows: int, n_classes: int, hidden: int,
+               dtype: torch.dtype) -> int:
+    """Rows per chunk: a chunk's logits and their gradient (2 x rows x V elements of
+    ``dtype``) about as large as x (rows x hidden), but no smaller than the blocks all
+    compute units hold at once (MAX_FUSED_SIZE bytes each: a smaller chunk leaves the
+    device idle and multiplies the launches), at most 1 / DEVICE_MEMORY_SHARE of the
+    profile's device memory, and at least one row."""
+    size = torch.empty((), dtype=dtype).element_size()
+    on_chip = profile["launch.max_fused_size_bytes"] * profile.compute_units
+    budget = min(max(n_rows * hidden * size, on_chip),
+                 profile["limits.device_memory_bytes"] // DEVICE_MEMORY_SHARE)
+    rows = budget // max(1, 2 * n_classes * size)
+    return max(1, min(rows, n_rows))
+
+
+def _check(x, weight, labels, bias, reduction, label_smoothing, profile) -> None:
+    check_inputs(OP, profile, DTYPES, x=x, weight=weight, bias=bias)
+    if not isinstance(labels, torch.Tensor) or labels.dtype not in LABEL_DTYPES:
+        raise UnsupportedDtypeError(f"{OP}: labels must be an int32 or int64 tensor, got "
+                                    f"{getattr(labels, 'dtype', type(labels).__name__)}")
+    check_inputs(OP, profile, LABEL_DTYPES, labels=labels)
+    if labels.device != x.device:
+        raise WrongDeviceError(f"{OP}: x on {x.device}, labels on {labels.device}")
+    if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        raise UnsupportedDtypeError(
+            f"{OP}: x, weight and bias must have one dtype, got x {x.dtype}, weight "
+            f"{weight.dtype}" + (f", bias {bias.dtype}" if bias is not None else ""))
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise ShapeMismatchError(f"{OP}: need x [tokens, hidden] and weight [V, hidden], got "
+                                 f"x={tuple(x.shape)}, weight={tuple(weight.shape)}")
+    if labels.shape != x.shape[:1]:
+        raise ShapeMismatchError(f"{OP}: labels must have one label per token, shape "
+                                 f"({x.shape[0]},), got {tuple(labels.shape)}")
+    if bias is not None and bias.shape != weight.shape[:1]:
+        raise ShapeMismatchError(f"{OP}: bias must have one value per class, shape "
+                                 f"({weight.shape[0]},), got {tuple(bias.shape)}")
+    if weight.shape[0] == 0:  # torch raises too (every label is out of bounds)
+        raise ValueError(f"{OP}: weight has no classes (V = 0)")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{OP}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ValueError(f"{OP}: label_smoothing must be in [0, 1], got {label_smoothing}")
+
+
+def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                               bias: torch.Tensor | None = None, *, ignore_index: int = -100,
+                               label_smoothing: float = 0.0, reduction: str = "mean",
+                               profile: Profile) -> tuple[torch.Tensor, ...]:
+    """``(loss, grad_x, grad_weight[, grad_bias])`` of cross_entropy(x @ weight^T + bias,
+    labels) for x [T, H], weight [V, H], labels [T] and bias [V] (grad_bias only where a
+    bias is given): the loss (float32; per token for "none", else a scalar) and the
+    gradients for an upstream gradient of 1, each in its input's dtype. ``bias`` may be
+    passed by position (the op's arguments: x, weight, labels, bias or None)."""
+    _check(x, weight, labels, bias, reduction, label_smoothing, profile)
+    n_rows, hidden = x.shape
+    n_classes = weight.shape[0]
+    device = x.device
+    y = labels.contiguous()
+    losses = torch.empty(n_rows, dtype=torch.float32, device=device)
+    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if n_rows == 0 or hidden == 0:
+        grad_x.zero_()  # no chunk writes it (no rows, or rows of nothing)
+    # float32 sums of the chunks' partial weight and bias gradients (zeros: added into)
+    grad_w = torch.zeros((n_classes, hidden), dtype=torch.float32, device=device)
+    grad_b = torch.zeros(n_classes, dtype=torch.float32, device=device) \
+        if bias is not None else None
+    weight_t = weight.t()  # [H, V], a strided view: matmul takes strides
+    rows = chunk_rows(profile, n_rows, n_classes, hidden, x.dtype)
+    ones = torch.ones((1, rows), dtype=x.dtype, device=device) if bias is not None else None
+    for start in range(0, n_rows, rows):
+        stop = min(start + rows, n_rows)
+        x_c = x[start:stop]
+        logits = matmul(x_c, weight_t, profile=profile, input_precision="ieee")
+        if bias is not None:
+            logits += bias  # in place: no second [chunk, V] buffer
+        # "none": per-row losses and the unscaled gradient (k = 1, "sum"'s), whatever
+        # the reduction asked: the batch-wide count scales them at the end
+        loss_c, dlogits = cross_entropy(logits, y[start:stop], ignore_index=ignore_index,
+                                        label_smoothing=label_smoothing, reduction="none",
+                                        profile=profile)
+        del logits
+        losses[start:stop] = loss_c
+        grad_x[start:stop] = matmul(dlogits, weight, profile=profile, input_precision="ieee")
+        grad_w += matmul(dlogits.t(), x_c, profile=profile, input_precision="ieee")
+        if bias is not None:
+            grad_b += matmul(ones[:, :stop - start], dlogits, profile=profile,
+                             input_precision="ieee")[0]
+        del dlogits
+    if reduction == "none":
+        loss = losses
+    else:
+        loss = losses.sum()  # float32, one order: deterministic
+        if reduction == "mean":
+            # rows not ignored in the whole batch; none (or no rows): 0/0 = NaN, as torch
+            count = (y != ignore_index).sum().to(torch.float32)
+            inv = 1.0 / count
+            loss = loss * inv
+            if n_rows:  # the gradient of the mean of nothing is still 0
+                grad_x.mul_(inv)
+                grad_w *= inv
+                if grad_b is not None:
+                    grad_b *= inv
+    out = (loss, grad_x, grad_w.to(weight.dtype))
+    return out + (grad_b.to(bias.dtype),) if bias is not None else out
