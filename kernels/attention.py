@@ -143,10 +143,7 @@ def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_v
     return acc, l_i, m_i
 
 
-# Sizes are not specialized on (Triton compiles a variant per size that is 1 or a multiple
-# of 16): they only bound masks and loops, so one compile serves every length (fp32: 10-20 s).
-_SIZES = ("GROUP", "SEQ_Q", "SEQ_K", "HEAD_DIM", "NUM_TILES", "causal_offset")
-@triton.jit(do_not_specialize=("H",) + _SIZES)
+@triton.jit
 def _attn_fwd(
     Q, K, V,                      # pointers to q [B, H, Sq, D], k and v [B, H_kv, Sk, D]
     O,                            # pointer to o [B, H, Sq, D], q's dtype
@@ -212,7 +209,7 @@ def _attn_fwd(
         tl.store(LSE + bh.to(tl.int64) * SEQ_Q + offs_m, lse, mask=offs_m < SEQ_Q)
 
 
-@triton.jit(do_not_specialize=("H", "SEQ_Q", "HEAD_DIM", "NUM_TILES"))
+@triton.jit
 def _attn_bwd_delta(
     O, DO,                        # pointers to o and do [B, H, Sq, D]
     DELTA,                        # pointer to rowsum(o * do) [B * H, Sq], float32
@@ -270,7 +267,7 @@ def _dkdv_inner(dk, dv, k, v, Q, DO, LSE, DELTA, stride_qm, stride_qd, stride_do
     return dk, dv
 
 
-@triton.jit(do_not_specialize=("H_KV",) + _SIZES)
+@triton.jit
 def _attn_bwd_dkdv(
     Q, K, V, DO,                  # pointers to q, do [B, H, Sq, D] and k, v [B, H_kv, Sk, D]
     DK, DV,                       # pointers to dk, dv [B, H_kv, Sk, D], k's dtype
@@ -368,7 +365,7 @@ def _dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_kd, stride_vn, stri
     return dq
 
 
-@triton.jit(do_not_specialize=("H",) + _SIZES)
+@triton.jit
 def _attn_bwd_dq(
     Q, K, V, DO,                  # pointers to q, do [B, H, Sq, D] and k, v [B, H_kv, Sk, D]
     DQ,                           # pointer to dq [B, H, Sq, D], q's dtype
