@@ -160,3 +160,21 @@ def test_a_failure_whose_replay_does_not_tune_again_is_reported_as_itself():
     assert "FAILED" in out and "first_tuning_call" in out, out
     assert "UnsatisfiedAssumption" not in out, out
     assert "out of tolerance" in out, out
+
+
+def test_the_suites_time_reference_configs_briefly_on_a_device(monkeypatch):
+    """Under the plugin (this run) every reference config is still timed on a device,
+    over launches of about BRIEF_TUNING_MS, not do_bench's 125 ms; off, do_bench's own."""
+    from triton_cts.execution import launches
+    seen = []
+    monkeypatch.setattr(triton.testing, "do_bench",
+                        lambda call, quantiles=None, **kw: seen.append(kw) or 1.0)
+    monkeypatch.setattr(launches.knobs.runtime, "interpret", False)
+    launches.autotune_timer(lambda: None)
+    assert seen[-1] == {"warmup": launches.BRIEF_TUNING_MS[0], "rep": launches.BRIEF_TUNING_MS[1]}
+    try:
+        launches.brief_tuning(False)
+        launches.autotune_timer(lambda: None)
+        assert seen[-1] == {}
+    finally:
+        launches.brief_tuning()

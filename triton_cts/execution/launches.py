@@ -70,6 +70,9 @@ def _grid_of(kernel, args, kwargs, grid) -> tuple[int, int, int]:
 
 _active: list[list[Launch]] = []
 _capturing = False
+#: (warmup, rep) in ms for the reference autotuners' device timer, or None for
+#: ``triton.testing.do_bench``'s defaults (25, 100). See :func:`brief_tuning`.
+_tuning_ms: tuple[float, float] | None = None
 
 
 _interpreted_twins: dict[int, InterpretedFunction] = {}
@@ -232,12 +235,30 @@ def capturing() -> bool:
     return _capturing
 
 
+#: Brief tuning: each config is timed for about this long (warmup, rep in ms), still
+#: over several launches on the caller's buffers.
+BRIEF_TUNING_MS = (1.0, 3.0)
+
+
+def brief_tuning(on: bool = True) -> None:
+    """Time the reference autotuners' configs briefly (:data:`BRIEF_TUNING_MS`) instead
+    of with ``do_bench``'s 125 ms a config. The suites check answers, not speed: every
+    config still runs several times on the caller's buffers (what the autotune checks
+    need), only the pick may be a worse one. On a new shape the fused linear
+    cross-entropy tunes 3-4 matmuls of 10 configs: 5 s a call with full timing."""
+    global _tuning_ms
+    _tuning_ms = BRIEF_TUNING_MS if on else None
+
+
 def autotune_timer(kernel_call, quantiles=None, **kwargs):
-    """The ``do_bench`` of the reference kernels' autotuners: times a config on a device;
-    with nothing to time (interpreted, or launches captured for compile mode) it runs the
-    config once, so that every config is still launched."""
+    """The ``do_bench`` of the reference kernels' autotuners: times a config on a device
+    (briefly after :func:`brief_tuning`); with nothing to time (interpreted, or launches
+    captured for compile mode) it runs the config once, so that every config is still
+    launched."""
     if knobs.runtime.interpret or capturing():
         kernel_call()
         return [0.0] * len(quantiles) if quantiles else 0.0
     import triton.testing
+    if _tuning_ms is not None:
+        kwargs = {**kwargs, "warmup": _tuning_ms[0], "rep": _tuning_ms[1]}
     return triton.testing.do_bench(kernel_call, quantiles=quantiles, **kwargs)
