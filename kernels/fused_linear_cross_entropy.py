@@ -25,7 +25,13 @@ input dtype) take about as many bytes as x does (Liger's rule: the transient mem
 the loss is that of its input), but at least the bytes every compute unit's block holds
 at once (``launch.max_fused_size_bytes`` x ``limits.compute_units``: 8.6 MB on an H100,
 below which a chunk's kernels cannot fill the device; x of 8192 x 4096 bfloat16 is 64
-MiB), and never more than 1 / DEVICE_MEMORY_SHARE of the profile's device memory
+MiB) and no fewer rows than make a chunk's products with the weight compute bound (each
+chunk reads the whole weight, H x V elements, for 2 x rows x H x V flops: rows of at
+least peak flops x element size / (2 x peak bandwidth), from the profile's
+``peak.dense_tflops`` and ``peak.memory_bandwidth_gbs``: 512 rows in bfloat16 on an H100,
+where x's size alone gives 130 rows for the Llama-3 head and each chunk would stream the
+1 GiB weight three times at half the tensor cores' rate), and never more than 1 /
+DEVICE_MEMORY_SHARE of the profile's device memory
 (``limits.device_memory_bytes``), so a huge x does not make a chunk that fills the
 device. The suites' derived profiles (tiny blocks, few units) give many chunks on small
 inputs, and so does a profile derived with a small device memory (the tests).
@@ -36,13 +42,15 @@ the float32 loss is summed in a fixed order. Precision: float32 dots are IEEE
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .cross_entropy import cross_entropy
 from .matmul import matmul
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
-from triton_cts.profiles import Profile, cdiv
+from triton_cts.profiles import Profile, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 LABEL_DTYPES = (torch.int32, torch.int64)
@@ -64,10 +72,23 @@ def chunk_rows(profile: Profile, n_rows: int, n_classes: int, hidden: int,
     profile's device memory, and at least one row."""
     size = torch.empty((), dtype=dtype).element_size()
     on_chip = profile["launch.max_fused_size_bytes"] * profile.compute_units
-    budget = min(max(n_rows * hidden * size, on_chip),
-                 profile["limits.device_memory_bytes"] // DEVICE_MEMORY_SHARE)
-    rows = budget // max(1, 2 * n_classes * size)
-    return max(1, min(rows, n_rows))
+    per_row = max(1, 2 * n_classes * size)
+    wanted = max(n_rows * hidden * size, on_chip, compute_bound_rows(profile, dtype) * per_row)
+    budget = min(wanted, profile["limits.device_memory_bytes"] // DEVICE_MEMORY_SHARE)
+    return max(1, min(budget // per_row, n_rows))
+
+
+def compute_bound_rows(profile: Profile, dtype: torch.dtype) -> int:
+    """The fewest rows (a power of two) whose product with the [V, H] weight is compute
+    bound on the profile's target: 2 x rows flops per weight element read, against the
+    ridge point peak flops / peak bandwidth. 1 where the profile gives no peak for the
+    dtype's dots (float32 dots here are IEEE: the "float32" peak, not tf32's)."""
+    tflops = profile["peak.dense_tflops"].get(str(dtype).removeprefix("torch."))
+    if not tflops:
+        return 1
+    size = torch.empty((), dtype=dtype).element_size()
+    ridge = tflops * 1e12 * size / (2 * profile.peak_bandwidth_gbs() * 1e9)
+    return next_power_of_2(max(1, math.ceil(ridge)))
 
 
 def _check(x, weight, labels, bias, reduction, label_smoothing, profile) -> None:
@@ -150,12 +171,13 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
         if reduction == "mean":
             # rows not ignored in the whole batch; none (or no rows): 0/0 = NaN, as torch
             count = (y != ignore_index).sum().to(torch.float32)
-            inv = 1.0 / count
-            loss = loss * inv
-            if n_rows:  # the gradient of the mean of nothing is still 0
-                grad_x.mul_(inv)
-                grad_w *= inv
-                if grad_b is not None:
-                    grad_b *= inv
+            loss = loss / count
+            # the gradient of the mean of nothing is 0, as torch's (not 0 * inf = NaN):
+            # every row ignored leaves the gradients 0, so any finite scale keeps them so
+            inv = 1.0 / count.clamp(min=1.0)
+            grad_x.mul_(inv)
+            grad_w *= inv
+            if grad_b is not None:
+                grad_b *= inv
     out = (loss, grad_x, grad_w.to(weight.dtype))
     return out + (grad_b.to(bias.dtype),) if bias is not None else out

@@ -175,7 +175,8 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     so fallback (row beyond MAX_FUSED_SIZE), multi-row and grid-stride paths run on small
     tensors: MAX_FUSED_SIZE from 64 bytes, one or several short rows per program,
     MAX_GRID_NUM from 1, few cores, either IO strategy, few partial sums per core, small
-    dweight/dbias tiles, and one small matmul tile with small groups."""
+    dweight/dbias tiles, one small matmul tile with small groups, and peaks that give the
+    fused linear cross-entropy chunks of a few rows."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     return profile.derive(
         name=f"{profile.name}~fuzzed",
@@ -202,6 +203,10 @@ def derived_profiles(draw, profile: Profile) -> Profile:
                 {k: draw(st.sampled_from([16, 32])) for k in ("BLOCK_M1", "BLOCK_N1",
                                                                "BLOCK_M2", "BLOCK_N2")}
                 | {"num_warps": draw(_small_warps(profile)), "num_stages": 1}],
+            # the fused linear cross-entropy's compute-bound floor on its chunk rows
+            # (peak flops over bandwidth): none, or a few rows
+            "peak.dense_tflops": draw(st.sampled_from([
+                {}, {k: v / 256 for k, v in profile["peak.dense_tflops"].items()}])),
         })
 
 

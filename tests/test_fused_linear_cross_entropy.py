@@ -25,12 +25,13 @@ PROFILE = load_profiles()["nvidia-sm90"]
 #: 1 MiB of device memory (the schema's least): a chunk's logits get 64 KiB at most.
 SMALL_MEMORY = PROFILE.derive(name="nvidia-sm90~small-memory",
                               **{"limits.device_memory_bytes": 1 << 20})
-#: one small matmul tile (fewer autotune configs to interpret), and 4 units of 256-byte
-#: blocks: chunks as small as 1 KiB (the real profile's floor is 8.6 MB)
+#: one small matmul tile (fewer autotune configs to interpret), 4 units of 256-byte
+#: blocks and no stated peak (no compute-bound floor): chunks as small as 1 KiB (the real
+#: profile's floor is 8.6 MB)
 ONE_TILE = PROFILE.derive(name="nvidia-sm90~one-tile", **{"autotune.matmul": [
     {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 2,
      "num_warps": 2, "num_stages": 1}], "launch.max_fused_size_bytes": 256,
-    "limits.compute_units": 4})
+    "limits.compute_units": 4, "peak.dense_tflops": {}})
 
 
 def _args(n_rows, hidden, n_classes, dtype, *, bias=True, seed=0, ignored=0.2):
@@ -94,6 +95,11 @@ def test_the_chunk_follows_the_profile():
         (1 << 20) // kf.DEVICE_MEMORY_SHARE // 8000
     assert kf.chunk_rows(SMALL_MEMORY, 8192, 10**6, 32, torch.float32) == 1  # at least a row
     assert kf.chunk_rows(PROFILE, 40, 100, 64, torch.float32) == 40  # one chunk
+    # the Llama-3 head: x alone gives 130 rows; 512 make the weight products compute bound
+    # (989 TFLOP/s x 2 bytes / (2 x 3350 GB/s) = 295 flops a byte, up to a power of two)
+    assert kf.compute_bound_rows(PROFILE, torch.bfloat16) == 512
+    assert kf.chunk_rows(PROFILE, 8192, 128256, 4096, torch.bfloat16) == 512
+    assert kf.compute_bound_rows(PROFILE, torch.float32) == 64  # 67 TFLOP/s of IEEE float32
     args = _args(200, 8, 100, torch.float32)
     kwargs = dict(ignore_index=-100, label_smoothing=0.0, reduction="mean")
     small = SMALL_MEMORY.derive(**{"autotune.matmul": ONE_TILE["autotune.matmul"]})
@@ -137,8 +143,12 @@ def test_mean_divides_by_the_rows_not_ignored_in_the_whole_batch(monkeypatch):
 def test_every_row_ignored_gives_nan_as_torch(monkeypatch):
     args = _args(6, 8, 10, torch.float32, seed=2)
     args[2].fill_(-100)
-    out, _ = _run(args, dict(ignore_index=-100, label_smoothing=0.0, reduction="mean"), ONE_TILE)
+    kwargs = dict(ignore_index=-100, label_smoothing=0.1, reduction="mean")
+    out, _ = _run(args, kwargs, ONE_TILE)
     assert torch.isnan(out[0])
+    # and gradients of 0, as torch's autograd gives them (not 0 * (1 / 0) = NaN)
+    assert all(not g.any() for g in out[1:])
+    _check(out, args, kwargs, ONE_TILE)
     out, _ = _run(args, dict(ignore_index=-100, label_smoothing=0.0, reduction="sum"), ONE_TILE)
     assert float(out[0]) == 0.0 and not out[2].any()
 
