@@ -1,6 +1,8 @@
 """Benchmarks of the LLM training ops at the shapes models use: cross-entropy forward and
 backward over a Llama-3 vocabulary (8192 tokens x 128256), and RoPE, SwiGLU, GEGLU and the
-fused residual add + RMS norm at 16384 x 4096 (RoPE: 16384 tokens x 32 heads x 128).
+fused residual add + RMS norm at 16384 x 4096 (RoPE: 16384 tokens x 32 heads x 128), and
+the fused linear + cross-entropy of a Llama-3 head (8192 tokens, hidden 4096, 128256
+classes: three matmuls of 2 x T x H x V flops each, compute bound, timed in TFLOP/s).
 
 Bytes count one read of every input and one write of every output (cross-entropy: the
 logits read once, the gradient written once; the labels and the loss are negligible).
@@ -15,11 +17,13 @@ import torch
 from benchmarks.cases import Bench, _nbytes
 
 CE_SHAPE = (8192, 128256)
+FLCE_SHAPE = (8192, 4096, 128256)   # tokens, hidden, classes
 ROW_SHAPE = (16384, 4096)
 ROPE_HEAD_DIM = 128
 EPS = 1e-6
 LLM_OPS = ("cross_entropy", "rope", "rope_backward", "swiglu", "swiglu_backward", "geglu",
-           "geglu_backward", "fused_add_rms_norm", "fused_add_rms_norm_backward")
+           "geglu_backward", "fused_add_rms_norm", "fused_add_rms_norm_backward",
+           "fused_linear_cross_entropy")
 
 
 def _randn(shape, dtype, seed: int = 0) -> torch.Tensor:
@@ -44,6 +48,25 @@ def _cross_entropy(dtype, profile) -> Bench:
     return Bench("cross_entropy", CE_SHAPE, dtype,
                  lambda: cross_entropy(x, y, **kwargs, profile=profile), eager,
                  _nbytes(x, x), args=(x, y), kwargs=kwargs)
+
+
+def _fused_linear_cross_entropy(dtype, profile) -> Bench:
+    """Loss and gradients of x and the weight, against torch's unfused linear +
+    cross-entropy with autograd (which holds the whole logits)."""
+    from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+    F = torch.nn.functional
+    t, h, v = FLCE_SHAPE
+    x, w = _randn((t, h), dtype), _randn((v, h), dtype, 1) / h ** 0.5
+    y = torch.randint(0, v, (t,), device="cuda",
+                      generator=torch.Generator(device="cuda").manual_seed(2))
+    xt, wt = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+
+    def eager():
+        return torch.autograd.grad(F.cross_entropy(xt @ wt.t(), y), (xt, wt))
+    kwargs = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
+    return Bench("fused_linear_cross_entropy", (t, h, v), dtype,
+                 lambda: fused_linear_cross_entropy(x, w, y, **kwargs, profile=profile),
+                 eager, flops=3 * 2 * t * h * v, args=(x, w, y, None), kwargs=kwargs)
 
 
 def _rope(op, dtype, profile) -> Bench:
@@ -114,6 +137,8 @@ def _fused_add_rms_norm(op, dtype, profile) -> Bench:
 def llm_bench(op: str, dtype, profile) -> Bench:
     if op == "cross_entropy":
         return _cross_entropy(dtype, profile)
+    if op == "fused_linear_cross_entropy":
+        return _fused_linear_cross_entropy(dtype, profile)
     if op.startswith("rope"):
         return _rope(op, dtype, profile)
     if op.startswith(("swiglu", "geglu")):
