@@ -19,7 +19,11 @@ fp32 inputs use ``input_precision="tf32"`` only where the profile says the hardw
 tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype.
 
 Block sizes, GROUP_SIZE_M, num_warps and num_stages come from the profile's
-``[[autotune.matmul]]`` configs, autotuned on key (M, N, K). Only when a profile has none
+``[[autotune.matmul]]`` configs, autotuned once per power-of-two bucket of (M, N, K)
+(the sizes rounded up): a config that wins at 3000 wins at 4096 as well, and a caller
+whose sizes vary (the chunks of a fused linear cross-entropy, sequence lengths) would
+otherwise tune every config again, and compile each for the new sizes, on every new
+size. Only when a profile has none
 does the launcher fall back to a small built-in list (sized to the profile's default
 num_warps). Configs whose pipelined tiles cannot fit the profile's shared memory are
 pruned before tuning. Without a device (interpreter, or launches captured for
@@ -34,7 +38,7 @@ from .grid_stride import block_range
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
-from triton_cts.profiles import Profile, cdiv
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -42,12 +46,13 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M_BUCKET", "N_BUCKET", "K_BUCKET"])
 def _matmul_kernel(
     A,                            # pointer to A [M, K]
     B,                            # pointer to B [K, N]
     C,                            # pointer to C [M, N], same dtype as A
     M, N, K,                      # matrix sizes
+    M_BUCKET, N_BUCKET, K_BUCKET,  # next powers of two of M, N, K: the autotune key only
     stride_am, stride_ak,         # elements between rows / columns of A
     stride_bk, stride_bn,         # elements between rows / columns of B
     stride_cm, stride_cn,         # elements between rows / columns of C
@@ -172,7 +177,7 @@ def _autotuned_kernel(profile: Profile):
         "EVEN_K": lambda a: a["K"] % a["BLOCK_SIZE_K"] == 0,
     }
     make = lambda: triton.autotune(  # noqa: E731
-        configs=configs, key=["M", "N", "K"], do_bench=launches.autotune_timer,
+        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET"], do_bench=launches.autotune_timer,
         prune_configs_by={"early_config_prune": _shared_prune(shared)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
     if launches.capturing():
@@ -218,7 +223,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     kernel = _autotuned_kernel(profile)
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731
     kernel[grid](
-        a, b, c, M, N, K,
+        a, b, c, M, N, K, next_power_of_2(M), next_power_of_2(N), next_power_of_2(K),
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         INPUT_PRECISION="tf32" if fp32_tf32 else "ieee",
         SELECT_LOADS=profile.select_loads,

@@ -59,6 +59,26 @@ def test_matmul_input_precision_errors_name_the_problem():
         matmul(a, a, profile=no_tf32, input_precision="tf32")
 
 
+def test_matmul_tunes_once_per_power_of_two_bucket():
+    """A new size inside a tuned bucket reuses the tuned config (no benchmarking, no
+    compile of every config); a size in a new bucket tunes, and each answer is right."""
+    from kernels.matmul import matmul
+    from triton_cts.execution.autotune_probe import observe_autotuning
+    two = SM90.derive(name="nvidia-sm90~two-configs", **{"autotune.matmul": [
+        {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 1,
+         "num_warps": 1, "num_stages": 1},
+        {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2,
+         "num_warps": 1, "num_stages": 1}]})
+    benchmarked = []
+    for m, n, k in ((40, 24, 20), (50, 31, 17), (70, 24, 20)):  # buckets 64, 64, 128 rows
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        with interpreted(), observe_autotuning(fresh=False, cpu_bench=True) as calls:
+            out = matmul(a, b, profile=two, input_precision="ieee")
+        torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+        benchmarked.append(sum(len(c.benchmarked) for c in calls))
+    assert benchmarked == [2, 0, 2]
+
+
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5, 7)])
 def test_empty_inputs_launch_nothing(shape):
     with interpreted(), record_launches() as log:
