@@ -159,3 +159,19 @@ def test_default_workers_needs_xdist_and_a_count():
 def test_quick_hypothesis_profile_where_no_accelerator_is_attached():
     assert pace.default_hypothesis_profile(accelerator=False) == "ci"
     assert pace.default_hypothesis_profile(accelerator=True) == "dev"
+
+
+@pytest.mark.parametrize("args, env, workers, expected", [
+    (["suites/", "-n", "14"], {}, 0, ["--dist", "worksteal"]),
+    (["suites/", "-n4"], {}, 0, ["--dist", "worksteal"]),
+    (["suites/", "--numprocesses=auto"], {}, 0, ["--dist", "worksteal"]),
+    (["suites/"], {}, 2, ["--dist", "worksteal"]),        # -n added by default_workers
+    (["suites/", "-n", "0"], {}, 0, []),                  # one process
+    (["suites/"], {}, 0, []),
+    (["suites/", "-n", "2", "--dist", "load"], {}, 0, []),  # the command chose
+    (["suites/", "-n", "2", "--dist=loadfile"], {}, 0, []),
+    (["suites/", "-n", "2"], {"PYTEST_ADDOPTS": "--dist load"}, 0, []),
+    (["suites/", "-n", "2"], {"PYTEST_XDIST_WORKER": "gw0"}, 0, []),
+])
+def test_default_dist_steals_work_unless_chosen(args, env, workers, expected):
+    assert pace.default_dist(args, env=env, workers=workers) == expected

@@ -112,10 +112,14 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser, args: list[str]) -> None:
     """Without ``-n``, a run on a machine with pytest-xdist gets one worker per core
-    (``pace.default_workers`` says when not)."""
-    workers = pace.default_workers(args, xdist_loaded=early_config.pluginmanager.has_plugin("xdist"))
+    (``pace.default_workers`` says when not); on workers, idle ones steal queued checks
+    unless the command chose a ``--dist`` (``pace.default_dist``)."""
+    xdist = early_config.pluginmanager.has_plugin("xdist")
+    workers = pace.default_workers(args, xdist_loaded=xdist)
     if workers:
         args[:] = ["-n", str(workers), *args]
+    if xdist:
+        args[:] = [*pace.default_dist(args, workers=workers), *args]
 
 
 def _pace(config: pytest.Config, sel: Selection) -> None:

@@ -7,6 +7,10 @@
   restarts pytest itself), or is a pytest started by a test (``PYTEST_CURRENT_TEST`` is
   set: the harness's own tests run pytest in subprocesses and read their output).
   ``TRITON_CTS_WORKERS=N`` sets the count; 0 or 1 keeps one process.
+- :func:`default_dist`: a run on workers that chose no ``--dist`` lets an idle worker take
+  checks queued on a busy one (``--dist worksteal``): checks take from milliseconds to
+  minutes (a fused linear cross-entropy on the GPU), and with pytest-xdist's default
+  ``load`` the workers that drew the slow ones ran on for minutes while the rest sat idle.
 - :func:`default_hypothesis_profile`: ``ci`` (3 examples per test id) where no accelerator
   is attached, ``dev`` (30) where one is; ``--hypothesis-profile`` or
   ``TRITON_CTS_HYPOTHESIS_PROFILE`` choose another.
@@ -61,6 +65,31 @@ def default_workers(args: list[str], env=os.environ, xdist_loaded: bool = True) 
     else:
         count = _cores()
     return count if count > 1 else 0
+
+
+def default_dist(args: list[str], env=os.environ, workers: int = 0) -> list[str]:
+    """``["--dist", "worksteal"]`` for a run on workers (``-n`` given, or ``workers`` added
+    by :func:`default_workers`) whose command line chose no ``--dist``; else []."""
+    if env.get("PYTEST_XDIST_WORKER"):
+        return []
+    words = [str(w) for w in (*args, *env.get("PYTEST_ADDOPTS", "").split())]
+    if any(w.split("=", 1)[0] in ("--dist", "-d") for w in words):
+        return []
+    requested = _requested_workers(words)
+    on_workers = workers > 0 or (requested is not None and requested != "0")
+    return ["--dist", "worksteal"] if on_workers else []
+
+
+def _requested_workers(words: list[str]) -> str | None:
+    """The value of ``-n`` / ``--numprocesses`` on the command line (a count, "auto",
+    "logical"), or None."""
+    for i, word in enumerate(words):
+        name, _, value = word.partition("=")
+        if name in ("-n", "--numprocesses"):
+            return value or (words[i + 1] if i + 1 < len(words) else "")
+        if name.startswith("-n") and name[2:].isdigit():
+            return name[2:]
+    return None
 
 
 def default_hypothesis_profile(accelerator: bool) -> str:
