@@ -238,6 +238,19 @@ def test_load_report_errors_are_clear(tmp_path):
         load_report(bad_status)
 
 
+def test_gzipped_reports_load_as_they_are(tmp_path):
+    """Published reports are kept gzip-compressed; a cut one says so."""
+    import gzip
+    doc = report([rec("t1", "pass"), rec("t2", "fail")])
+    path = tmp_path / "run.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert load_report(path)["records"] == doc["records"]
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(ReportError, match="cut.json.gz: cannot read it"):
+        load_report(cut)
+
+
 def test_cli_merge_refuses_other_schema_and_reports_on_stderr(tmp_path, capsys):
     a = write(tmp_path, "a.json", json.dumps(report([rec("t1", "pass")])))
     b = write(tmp_path, "b.json", json.dumps({**report([rec("t2", "pass")]), "schema_version": 2}))

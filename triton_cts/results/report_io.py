@@ -3,6 +3,7 @@ other outputs (a temporary file renamed over the target).
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -43,11 +44,17 @@ def validate_document(doc, source: str, any_version: bool = False) -> dict:
 
 
 def load_report(path, any_version: bool = False) -> dict:
+    """A JSON report, read as it is or gzip-compressed (a name ending in .gz: published
+    reports are kept so)."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read it: {exc.strerror}") from None
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                text = f.read()
+        else:
+            text = path.read_text()
+    except (OSError, EOFError) as exc:
+        raise ReportError(f"{path}: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
