@@ -4,7 +4,8 @@
 H_kv divides H (grouped-query attention: query head h reads key/value head h // (H / H_kv)).
 Causal: query i sees key j where ``j <= i + causal_offset`` (0: torch's ``is_causal``, top
 left; Sk - Sq: FlashAttention's bottom right); a query that sees no key gets 0, as torch's
-scaled_dot_product_attention gives such a row.
+scaled_dot_product_attention gives such a row, and one whose visible scores are all -inf
+gets NaN, as torch's softmax does.
 
 Forward: a program owns BLOCK_M query rows of one (batch, head) and walks the keys in
 BLOCK_N blocks with an online softmax (running max m and sum l, a float32 accumulator
@@ -96,6 +97,15 @@ def _visible(offs_m, offs_n, SEQ_Q, SEQ_K, causal_offset, CAUSAL: tl.constexpr):
     if CAUSAL:
         keep = keep & (offs_n[None, :] <= offs_m[:, None] + causal_offset)
     return keep
+
+
+@triton.jit
+def _sees_a_key(offs_m, SEQ_K, causal_offset, CAUSAL: tl.constexpr):
+    """Whether each row sees at least one key (the causal mask may hide them all)."""
+    sees = (offs_m * 0 + SEQ_K) > 0
+    if CAUSAL:
+        sees = sees & (offs_m + causal_offset >= 0)
+    return sees
 
 
 @triton.jit
@@ -198,10 +208,13 @@ def _attn_fwd(
                                    stride_vn, stride_vd, offs_m, offs_d, full, hi, SEQ_Q,
                                    SEQ_K, HEAD_DIM, qk_scale, causal_offset, True, CAUSAL,
                                    EVEN_D, SELECT_LOADS, INPUT_PRECISION, BLOCK_N)
-        # a row that saw no key: o = 0 and lse = +inf (its probabilities are exp2(-inf) = 0)
+        # l = 0: a row that sees no key gets o = 0 and lse = +inf (its probabilities are
+        # exp2(-inf) = 0), as torch gives it; a row whose visible scores are all -inf (a
+        # -inf query) gets NaN, torch's softmax of nothing but -inf
         seen = l_i != 0.0
-        o = acc / tl.where(seen, l_i, 1.0)[:, None]
-        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("inf"))
+        empty = tl.where(_sees_a_key(offs_m, SEQ_K, causal_offset, CAUSAL), float("nan"), 0.0)
+        o = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], empty[:, None])
+        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("inf") + empty)
         o_ptrs = (O + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
                   + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :] * stride_od)
         tl.store(o_ptrs, o.to(O.dtype.element_ty),
