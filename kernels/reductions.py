@@ -32,8 +32,10 @@ instead of BLOCK: shorter dependency chains pipeline better). Products accumulat
 float64 where the profile's target has it (``dtypes.supported``), else in float32, and
 partials are kept in that precision between stages: float32 multiplies of values near 1
 round with a bias (about -5e-10 relative a multiply), so a float32 tree of 2^26 factors
-near 1 erred by 2.3% on an H100, where torch's float32 prod erred far less. The kernels
-are memory bound; a float64 multiply per element costs nothing measurable there.
+near 1 erred by 2.3% on an H100, where torch's float32 prod erred at most half as much.
+The kernels are bound by memory: one float64 multiply per float32 element read at 3.35
+TB/s is 0.84 TFLOP/s of the H100's 67 float64 TFLOP/s (not benchmarked: prod is not in
+benchmarks/).
 
 On select-load profiles (SIMD NPUs) masked-off lanes still read memory, so the kernels
 clamp offsets to a valid element and select the neutral value (-inf / dtype min for max,
