@@ -3,9 +3,8 @@
 ``o = softmax(scale * q @ k^T + mask) @ v`` for q (B, H, Sq, D) and k, v (B, H_kv, Sk, D);
 H_kv divides H (grouped-query attention: query head h reads key/value head h // (H / H_kv)).
 Causal: query i sees key j where ``j <= i + causal_offset`` (0: torch's ``is_causal``, top
-left; Sk - Sq: FlashAttention's bottom right); a query that sees no key gets 0, as torch's
-scaled_dot_product_attention gives such a row, and one whose visible scores are all -inf
-gets NaN, as torch's softmax does.
+left; Sk - Sq: FlashAttention's bottom right); a query that sees no key gets 0 and one whose
+visible scores are all -inf gets NaN, as torch's scaled_dot_product_attention gives them.
 
 Forward: a program owns BLOCK_M query rows of one (batch, head) and walks the keys in
 BLOCK_N blocks with an online softmax (running max m and sum l, a float32 accumulator
@@ -13,22 +12,20 @@ rescaled by exp2(m_old - m_new)): the Sq x Sk scores are never stored. Scores ar
 2 (scale * log2(e) folded in); each row's base-2 log-sum-exp is stored (+inf for a row that
 saw no key) so the backward recomputes p = exp2(s - lse), 0 for such a row. Key blocks every
 row sees whole run unmasked, then the causal diagonal and the ragged end masked (select-load
-profiles: the masked loop only); causal tiles stop at the last key their rows see.
-Backward (FlashAttention-2, Algorithm 2): delta = rowsum(o * do); a kernel per key block
-sums dk, dv over the query blocks and the query heads of its key/value head (no atomics);
-a kernel per query block sums dq over the key blocks.
+profiles: the masked loop only); causal tiles stop at the last key their rows see. Backward
+(FlashAttention-2, Algorithm 2): delta = rowsum(o * do); a kernel per key block sums dk, dv
+over the query blocks and the query heads of its key/value head (no atomics); a kernel per
+query block sums dq over the key blocks.
 
 Head dims that are not a power of two are padded to the next (at least 16, the smallest
-``tl.dot``) with masks; lengths need not be multiples of the blocks. On select-load
-profiles (SIMD NPUs) out-of-range rows and columns read the last valid one and are zeroed
-with a select, as in kernels/matmul.py.
-
-The grid is 1-D over (batch x heads x blocks), capped at MAX_GRID_NUM with a grid-stride
-loop beyond it, so no axis limit is reached whatever B * H is. Tiles, num_warps and
-num_stages come from the profile's ``autotune.attention`` (BLOCK_M x BLOCK_N) and
-``autotune.attention_backward`` (BLOCK_M1 x BLOCK_N1 for dk/dv, BLOCK_M2 x BLOCK_N2 for
-dq, as in Triton's tutorial 06): the first config whose tiles fit the profile's shared
-memory (an estimate; the compile suite measures it against the limit).
+``tl.dot``) with masks; lengths need not be multiples of the blocks. On select-load profiles
+(SIMD NPUs) out-of-range rows and columns read the last valid one and are zeroed with a
+select, as in kernels/matmul.py. The grid is 1-D over (batch x heads x blocks), capped at
+MAX_GRID_NUM with a grid-stride loop beyond it, so no axis limit is reached whatever B * H
+is. Tiles, num_warps and num_stages come from the profile's ``autotune.attention`` (BLOCK_M
+x BLOCK_N) and ``autotune.attention_backward`` (BLOCK_M1 x BLOCK_N1 for dk/dv, BLOCK_M2 x
+BLOCK_N2 for dq, as in Triton's tutorial 06): the first config whose tiles fit the
+profile's shared memory (an estimate; the compile suite measures it against the limit).
 """
 import math
 
@@ -97,15 +94,6 @@ def _visible(offs_m, offs_n, SEQ_Q, SEQ_K, causal_offset, CAUSAL: tl.constexpr):
     if CAUSAL:
         keep = keep & (offs_n[None, :] <= offs_m[:, None] + causal_offset)
     return keep
-
-
-@triton.jit
-def _sees_a_key(offs_m, SEQ_K, causal_offset, CAUSAL: tl.constexpr):
-    """Whether each row sees at least one key (the causal mask may hide them all)."""
-    sees = (offs_m * 0 + SEQ_K) > 0
-    if CAUSAL:
-        sees = sees & (offs_m + causal_offset >= 0)
-    return sees
 
 
 @triton.jit
@@ -212,7 +200,10 @@ def _attn_fwd(
         # exp2(-inf) = 0), as torch gives it; a row whose visible scores are all -inf (a
         # -inf query) gets NaN, torch's softmax of nothing but -inf
         seen = l_i != 0.0
-        empty = tl.where(_sees_a_key(offs_m, SEQ_K, causal_offset, CAUSAL), float("nan"), 0.0)
+        sees_a_key = (offs_m * 0 + SEQ_K) > 0  # the causal mask may hide every key
+        if CAUSAL:
+            sees_a_key = sees_a_key & (offs_m + causal_offset >= 0)
+        empty = tl.where(sees_a_key, float("nan"), 0.0)
         o = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], empty[:, None])
         lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("inf") + empty)
         o_ptrs = (O + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
@@ -539,8 +530,7 @@ def attention_forward(q, k, v, *, causal: bool = False, scale: float | None = No
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None,
               causal_offset: int = 0, profile: Profile) -> torch.Tensor:
-    """softmax(scale * q @ k^T [causal mask]) @ v for q (B, H, Sq, D), k and v
-    (B, H_kv, Sk, D) of one dtype; scale defaults to 1 / sqrt(D)."""
+    """softmax(scale * q @ k^T [causal mask]) @ v; scale defaults to 1 / sqrt(D)."""
     return attention_forward(q, k, v, causal=causal, scale=scale, causal_offset=causal_offset,
                              profile=profile)[0]
 
