@@ -26,13 +26,13 @@ from triton_cts.execution import sanitizer as san
 MEMCHECK_READ = """\
 ========= COMPUTE-SANITIZER
 ========= Invalid __global__ read of size 16 bytes
-=========     at _gelu_unmasked_load_kernel+0x2b0 in /work/main/tests/planted/sanitizer_faults.py:50
+=========     at _gelu_unmasked_load_kernel+0x2b0 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:50
 =========     by thread (64,0,0) in block (2,0,0)
 =========     Access to 0x7f3a1c000fa0 is out of bounds
 =========     and is 1 bytes after the nearest allocation at 0x7f3a1c000000 of size 4,000 bytes
 =========
 ========= Invalid __global__ read of size 16 bytes
-=========     at _gelu_unmasked_load_kernel+0x2b0 in /work/main/tests/planted/sanitizer_faults.py:50
+=========     at _gelu_unmasked_load_kernel+0x2b0 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:50
 =========     by thread (65,0,0) in block (2,0,0)
 =========     Access to 0x7f3a1c000fb0 is out of bounds
 =========     and is 17 bytes after the nearest allocation at 0x7f3a1c000000 of size 4,000 bytes
@@ -40,7 +40,7 @@ MEMCHECK_READ = """\
 """
 MEMCHECK_WRITE_OLD = """\
 ========= Invalid __global__ write of size 4 bytes
-=========     at 0x1a0 in /work/main/tests/planted/sanitizer_faults.py:60:_gelu_far_store_kernel
+=========     at 0x1a0 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:60:_gelu_far_store_kernel
 =========     by thread (103,0,0) in block (0,0,0)
 =========     Address 0x7f3a20000e9c is out of bounds
 =========     Saved host backtrace up to driver entry point at kernel launch time
@@ -63,9 +63,9 @@ MEMCHECK_MISALIGNED = """\
 """
 RACECHECK = """\
 ========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at _gelu_smem_race_kernel+0x4f0 in /work/main/tests/planted/sanitizer_faults.py:86
-=========     and Read access at _gelu_smem_race_kernel+0x500 in /work/main/tests/planted/sanitizer_faults.py:86 [384 hazards]
-=========     and Write access at _gelu_smem_race_kernel+0x4f0 in /work/main/tests/planted/sanitizer_faults.py:86 [96 hazards]
+========= Error: Race reported between Write access at _gelu_smem_race_kernel+0x4f0 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:86
+=========     and Read access at _gelu_smem_race_kernel+0x500 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:86 [384 hazards]
+=========     and Write access at _gelu_smem_race_kernel+0x4f0 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:86 [96 hazards]
 =========
 ========= Warning: Race reported between Read access at warp_scan(int *)+0x230
 =========     and Write access at warp_scan(int *)+0x260 [32 hazards]
@@ -75,7 +75,7 @@ RACECHECK = """\
 INITCHECK = """\
 ========= COMPUTE-SANITIZER
 ========= Uninitialized __global__ memory read of size 4 bytes
-=========     at _gelu_workspace_kernel+0x1d0 in /work/main/tests/planted/sanitizer_faults.py:71
+=========     at _gelu_workspace_kernel+0x1d0 in /home/ci/triton-cts/tests/planted/sanitizer_faults.py:71
 =========     by thread (0,0,0) in block (0,0,0)
 =========     Address 0x7f3a1c200000
 =========
@@ -107,7 +107,7 @@ def test_memcheck_reports_name_the_kernel_the_access_the_address_and_the_thread(
     e = errors[0]
     assert e.what == "Invalid __global__ read of size 16 bytes"
     assert e.kernel == "_gelu_unmasked_load_kernel"
-    assert e.where == "/work/main/tests/planted/sanitizer_faults.py:50, +0x2b0"
+    assert e.where == "/home/ci/triton-cts/tests/planted/sanitizer_faults.py:50, +0x2b0"
     assert (e.thread, e.block) == ("64,0,0", "2,0,0")
     assert e.address == ("Access to 0x7f3a1c000fa0 is out of bounds and is 1 bytes after the "
                          "nearest allocation at 0x7f3a1c000000 of size 4,000 bytes")
@@ -121,7 +121,7 @@ def test_older_locations_backtraces_and_what_is_not_an_error():
     (e,) = san.parse_log(MEMCHECK_WRITE_OLD)
     assert e.what == "Invalid __global__ write of size 4 bytes"
     assert e.kernel == "_gelu_far_store_kernel"
-    assert e.where == "/work/main/tests/planted/sanitizer_faults.py:60, +0x1a0"
+    assert e.where == "/home/ci/triton-cts/tests/planted/sanitizer_faults.py:60, +0x1a0"
     assert e.address == "Address 0x7f3a20000e9c is out of bounds"  # no host frames
     (m,) = san.parse_log(MEMCHECK_MISALIGNED)
     assert m.kernel == "vec_kernel(double *)" and m.address.endswith("is misaligned")
@@ -331,7 +331,7 @@ def _assert_the_faulty_check_fails_naming_the_kernel(out):
     assert out.count("FAILED") == 1 and "FAILED test_checks.py::test_kernel[faulty]" in out
     assert "compute-sanitizer memcheck reported 2 errors during this check:" in out
     assert ("- Invalid __global__ read of size 16 bytes in kernel _gelu_unmasked_load_kernel "
-            "(/work/main/tests/planted/sanitizer_faults.py:50, +0x2b0) by thread (64,0,0) in "
+            "(/home/ci/triton-cts/tests/planted/sanitizer_faults.py:50, +0x2b0) by thread (64,0,0) in "
             "block (2,0,0): Access to 0x7f3a1c000fa0 is out of bounds and is 1 bytes after the "
             "nearest allocation at 0x7f3a1c000000 of size 4,000 bytes (and 1 more like it)") in out
 
