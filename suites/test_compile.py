@@ -106,10 +106,12 @@ def test_compiles_within_limits(target, repro, record_property):
         golden.write(target.profile.name, f"{target.profile.backend}:{target.profile.arch}",
                      check, measured)
     else:
-        regressions, missing = golden.compare(target.profile.name, check, measured)
+        regressions, missing, improved = golden.compare(target.profile.name, check, measured)
         problems += [f"golden regression: {r}" for r in regressions]
         for m in missing:
             warnings.warn(f"{check} on {target.profile.name}: {m}", golden.GoldenMissingWarning)
+        for m in improved:
+            warnings.warn(f"{check} on {target.profile.name}: {m}", golden.GoldenImprovedWarning)
     if problems:
         _fail(target, repro, problems)
     assert measured, "no kernel was compiled"

@@ -3,9 +3,12 @@
 
 Codegen changes between Triton versions (the same gfx942 matmul: 166 VGPRs in 3.6, 109 in
 3.9), so a file holds one version's numbers; another version has no file and says so.
-A check's kernels are compared with its entry: a change beyond :data:`THRESHOLDS` is a
-regression (the suite fails with the old and new numbers), a kernel with no entry is
-reported with :class:`GoldenMissingWarning`.
+A check's kernels are compared with its entry: a rise beyond :data:`THRESHOLDS` is a
+regression (the suite fails with the old and new numbers); a fall beyond them is an
+improvement, reported with :class:`GoldenImprovedWarning` so the file gets refreshed, never a
+failure (a kernel that already spills is at the register allocator's mercy: the same
+gfx942 attention backward spilled 36 registers on one machine and 34 on another); a kernel
+with no entry is reported with :class:`GoldenMissingWarning`.
 
 Refresh after an intended change (or for a new Triton version)::
 
@@ -34,10 +37,12 @@ GOLDEN_DIR = CHECKOUT / "suites" / "golden"
 #: Set (to any non-empty value) to write the stats a run measures instead of comparing.
 UPDATE_ENV = "TRITON_CTS_UPDATE_GOLDEN"
 #: Stat -> (relative, absolute) change allowed before it counts as a regression: the
-#: larger of the two. 8 registers is AMD's VGPR allocation granule.
+#: larger of the two. 8 registers is AMD's VGPR allocation granule. A kernel that spills
+#: none fails on its first spill; one that already spills may move by a tenth (the
+#: allocator's choices differ between builds of the same compiler: 36 and 34 above).
 THRESHOLDS: dict[str, tuple[float, int]] = {
     "registers": (0.10, 8),
-    "spills": (0.0, 0),
+    "spills": (0.10, 0),
     "shared": (0.10, 0),
 }
 REFRESH_COMMAND = "python -m triton_cts.toolchains.golden refresh"
@@ -45,6 +50,10 @@ REFRESH_COMMAND = "python -m triton_cts.toolchains.golden refresh"
 
 class GoldenMissingWarning(UserWarning):
     """No golden stats to compare a compiled kernel with."""
+
+
+class GoldenImprovedWarning(UserWarning):
+    """A compiled kernel does better than its golden stats: refresh them."""
 
 
 def golden_path(profile: str, version: str | None = None) -> Path:
@@ -69,19 +78,20 @@ def load(profile: str, version: str | None = None) -> dict | None:
     return data
 
 
-def compare(profile: str, check: str, measured: dict[str, dict]) -> tuple[list[str], list[str]]:
-    """(regressions, missing) of ``measured`` (kernel key -> stats) against the golden
-    entry of ``check`` for ``profile`` under this Triton version."""
+def compare(profile: str, check: str,
+            measured: dict[str, dict]) -> tuple[list[str], list[str], list[str]]:
+    """(regressions, missing, improved) of ``measured`` (kernel key -> stats) against the
+    golden entry of ``check`` for ``profile`` under this Triton version."""
     data = load(profile)
     if data is None:
         return [], [f"no golden compile stats for triton {triton.__version__} and profile "
                     f"{profile} ({_rel(golden_path(profile))} does not exist); "
-                    f"create them with `{REFRESH_COMMAND}`"]
+                    f"create them with `{REFRESH_COMMAND}`"], []
     golden = data["checks"].get(check)
     if golden is None:
         return [], [f"{_rel(golden_path(profile))} has no entry for {check}; "
-                    f"add it with `{REFRESH_COMMAND}`"]
-    regressions, missing = [], []
+                    f"add it with `{REFRESH_COMMAND}`"], []
+    regressions, missing, improved = [], [], []
     for key, new in measured.items():
         old = golden.get(key)
         if old is None:
@@ -91,13 +101,17 @@ def compare(profile: str, check: str, measured: dict[str, dict]) -> tuple[list[s
             before, after = old.get(stat), new.get(stat)
             if before is None or after is None:
                 continue
-            if abs(after - before) > max(slack, rel * before):
-                regressions.append(f"{key}: {stat} {before} -> {after} (allowed change "
-                                   f"max({slack}, {rel:.0%} of {before}))")
+            change = f"{key}: {stat} {before} -> {after} (allowed change " \
+                     f"max({slack}, {rel:.0%} of {before}))"
+            if after - before > max(slack, rel * before):
+                regressions.append(change)
+            elif before - after > max(slack, rel * before):
+                improved.append(f"{change}; better than the golden file, refresh it with "
+                                f"`{REFRESH_COMMAND}`")
     gone = sorted(set(golden) - set(measured))
     if gone:
         missing.append(f"golden entries no longer compiled: {', '.join(gone)}")
-    return regressions, missing
+    return regressions, missing, improved
 
 
 def golden_entry(record: dict) -> dict:
