@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_cts.execution import launch_memo, launches, pace, scheduling
+from triton_cts.execution import launch_memo, launches, pace
 from triton_cts.execution.modes import changed_elements
 
 
@@ -175,64 +175,3 @@ def test_quick_hypothesis_profile_where_no_accelerator_is_attached():
 ])
 def test_default_dist_steals_work_unless_chosen(args, env, workers, expected):
     assert pace.default_dist(args, env=env, workers=workers) == expected
-
-
-class _Node:
-    """A stand-in for an xdist worker controller, as the work-stealing scheduler sees it."""
-
-    shutting_down = False
-
-    def __init__(self, name):
-        self.gateway = type("Gateway", (), {"id": name})()
-        self.sent: list[int] = []
-
-    def send_runtest_some(self, indices):
-        self.sent.extend(indices)
-
-    def send_steal(self, indices):
-        pass
-
-    def shutdown(self):
-        pass
-
-
-@pytest.mark.parametrize("workers", [2, 3, 14])
-def test_slow_checks_start_each_worker_and_are_spread_by_cost(workers):
-    from xdist.scheduler import WorkStealingScheduling
-
-    costs = [0.0] * 40
-    for i, c in {5: 137.0, 6: 100.0, 30: 99.0, 31: 3.0, 39: 2.0, 12: 1.0}.items():
-        costs[i] = c
-    order = scheduling.worksteal_order(costs, workers)
-    assert sorted(order) == list(range(40))
-    # what xdist's scheduler first sends each worker, given the reordered collection
-    config = type("Config", (), {"getvalue": lambda self, name: [f"{workers}*popen"]})()
-    sched = WorkStealingScheduling(config)
-    nodes = [_Node(f"gw{i}") for i in range(workers)]
-    collection = [f"t{i}" for i in order]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, collection)
-    sched.schedule()
-    first = [[order[i] for i in node.sent] for node in nodes]
-    assert [len(f) for f in first] == scheduling.slice_sizes(40, workers)
-    heavy = [i for i in range(40) if costs[i] >= scheduling.HEAVY_S]
-    starts = [f[:sum(costs[i] >= scheduling.HEAVY_S for i in f)] for f in first]
-    assert sorted(i for s in starts for i in s) == heavy          # each slice starts slow
-    assert [s[0] for s in starts[:3]] == [5, 6, 30][:workers]     # longest first, one each
-    if workers == 2:  # LPT: 137 + 3 + 2 + 1 against 100 + 99
-        assert [sum(costs[i] for i in s) for s in starts] == [143, 199]
-    cheap = [i for f in first for i in f if costs[i] < scheduling.HEAVY_S]
-    assert cheap == sorted(cheap)                                 # the rest keep their order
-
-
-def test_check_costs_file_is_valid_and_keys_name_registered_ops(tmp_path):
-    from triton_cts.ops.catalog import ALL_OPS
-
-    costs = scheduling.load_costs()
-    assert costs, f"{scheduling.COSTS_PATH} is missing or empty"
-    assert {k.split("|")[1] for k in costs} <= {op.name for op in ALL_OPS}
-    bad = tmp_path / "costs.json"
-    bad.write_text('{"costs": [1, 2]}')
-    with pytest.raises(ValueError, match="costs.json.*refresh"):
-        scheduling.load_costs.__wrapped__(bad)

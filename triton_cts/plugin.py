@@ -15,7 +15,7 @@ import shlex
 import pytest
 
 from triton_cts.errors import UsageError
-from triton_cts.execution import coverage, launches, lost_context, pace, sanitizer, scheduling
+from triton_cts.execution import coverage, launches, lost_context, pace, sanitizer
 from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
 from triton_cts.execution.size_budget import boundary_shapes
 from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
@@ -105,7 +105,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(coverage, coverage.__name__)
     _share_cpu_threads()
     launches.brief_tuning()  # the checks need every config run, not the fastest one found
-    scheduling.register(config)  # slow checks first, spread over the workers
     sanitizer.register(config, config.stash[SELECTION_KEY])
     _pace(config, config.stash[SELECTION_KEY])
 
