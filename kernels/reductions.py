@@ -33,9 +33,9 @@ float64 where the profile's target has it (``dtypes.supported``), else in float3
 partials are kept in that precision between stages: float32 multiplies of values near 1
 round with a bias (about -5e-10 relative a multiply), so a float32 tree of 2^26 factors
 near 1 erred by 2.3% on an H100, where torch's float32 prod erred at most half as much.
-The kernels are bound by memory: one float64 multiply per float32 element read at 3.35
-TB/s is 0.84 TFLOP/s of the H100's 67 float64 TFLOP/s (not benchmarked: prod is not in
-benchmarks/).
+The kernels are bound by memory: one float64 multiply per float32 element read at the
+profile's ``peak.memory_bandwidth_gbs`` is about 1% of its ``peak.dense_tflops.float64``
+on nvidia-sm90 (not benchmarked: prod is not in benchmarks/).
 
 On select-load profiles (SIMD NPUs) masked-off lanes still read memory, so the kernels
 clamp offsets to a valid element and select the neutral value (-inf / dtype min for max,
