@@ -26,8 +26,10 @@ otherwise tune every config again, and compile each for the new sizes, on every 
 size. Only when a profile has none
 does the launcher fall back to a small built-in list (sized to the profile's default
 num_warps). Configs whose pipelined tiles cannot fit the profile's shared memory are
-pruned before tuning. Without a device (interpreter, or launches captured for
-cross-compilation) the autotuner's benchmark runs each config once and times nothing.
+pruned before tuning, and so are IEEE float32 configs whose FMA accumulator would crowd a
+thread's registers (``limits.registers_per_thread``). Without a device (interpreter, or
+launches captured for cross-compilation) the autotuner's benchmark runs each config once
+and times nothing.
 """
 import torch
 import triton
@@ -143,17 +145,41 @@ def _to_config(table: dict[str, int]) -> triton.Config:
     return triton.Config(table, **options)
 
 
-def _shared_prune(shared_bytes: int):
-    """Drop configs whose pipelined A and B tiles (num_stages copies) exceed shared memory;
-    keep the smallest one if none fits, so tuning always has a candidate."""
+#: An IEEE float32 dot has no tensor-core path: it is lowered to FMAs, and each thread
+#: holds its share of the accumulator tile AND the A and B fragments it multiplies. A config
+#: whose accumulator takes more than this share of a thread's registers spills: measured on
+#: nvidia-sm90 (triton 3.9, 512 x 1024 x 4096), 64 accumulator registers a thread compiled
+#: to 166-206 registers and no spill, 128 to 255 registers and 72-152 bytes of spills, at
+#: 1.7-2.5x the compile time, and spilled FMA tiles never win the tuning.
+FMA_ACCUMULATOR_SHARE = 3
+
+
+def _fma_accumulator_registers(config, warp_size: int) -> int:
+    kw = config.kwargs
+    return kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] // (config.num_warps * warp_size)
+
+
+def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int):
+    """Drop configs whose pipelined A and B tiles (num_stages copies) exceed shared memory,
+    and, for IEEE float32 dots where the profile models registers, those whose FMA
+    accumulator takes over 1 / FMA_ACCUMULATOR_SHARE of a thread's registers; keep the
+    smallest one if none fits, so tuning always has a candidate."""
     def prune(configs, named_args, **kwargs):
         elem = named_args["A"].element_size()
+        fma = (named_args["A"].dtype == torch.float32 and kwargs.get("INPUT_PRECISION") == "ieee"
+               and registers_per_thread > 0)
 
         def need(c):
             kw = c.kwargs
             tiles = (kw["BLOCK_SIZE_M"] + kw["BLOCK_SIZE_N"]) * kw["BLOCK_SIZE_K"] * elem
             return max(c.num_stages, 1) * tiles
-        fitting = [c for c in configs if need(c) <= shared_bytes]
+
+        def fits(c):
+            if need(c) > shared_bytes:
+                return False
+            return not fma or (_fma_accumulator_registers(c, warp_size) * FMA_ACCUMULATOR_SHARE
+                               <= registers_per_thread)
+        fitting = [c for c in configs if fits(c)]
         return fitting or [min(configs, key=need)]
     return prune
 
@@ -170,6 +196,7 @@ def _autotuned_kernel(profile: Profile):
     tables = profile.autotune_configs("matmul") or _default_configs(profile)
     configs = [_to_config(t) for t in tables]
     shared = profile["limits.shared_memory_per_block"]
+    registers = profile.registers_per_thread
     max_grid = profile.max_grid_num
     # per config: whether the tiles outnumber the capped grid, and whether K is ragged
     heuristics = {
@@ -177,13 +204,15 @@ def _autotuned_kernel(profile: Profile):
         "EVEN_K": lambda a: a["K"] % a["BLOCK_SIZE_K"] == 0,
     }
     make = lambda: triton.autotune(  # noqa: E731
-        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET"], do_bench=launches.autotune_timer,
-        prune_configs_by={"early_config_prune": _shared_prune(shared)},
+        # the precision is part of the key: tf32 and IEEE float32 dots keep different configs
+        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "INPUT_PRECISION"],
+        do_bench=launches.autotune_timer,
+        prune_configs_by={"early_config_prune": _prune(shared, registers, profile.warp_size)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
     if launches.capturing():
         return make()  # fresh: every config is launched (and captured) for every shape
     # one autotuner per config set and mode, so interpreter picks never leak into device runs
-    key = (tuple(tuple(sorted(t.items())) for t in tables), shared, max_grid,
+    key = (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid,
            bool(knobs.runtime.interpret))
     if key not in _AUTOTUNED:
         _AUTOTUNED[key] = make()

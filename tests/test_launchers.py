@@ -79,6 +79,51 @@ def test_matmul_tunes_once_per_power_of_two_bucket():
     assert benchmarked == [2, 0, 2]
 
 
+def _captured_matmul_configs(profile, dtype, precision):
+    from kernels.matmul import matmul
+    from triton_cts.toolchains.cross_compile import every_autotune_config
+    a, b = torch.ones(300, 200, dtype=dtype), torch.ones(200, 500, dtype=dtype)
+    with every_autotune_config(), launches.capture_launches() as log:
+        matmul(a, b, profile=profile, input_precision=precision)
+    return {(l.kwargs["BLOCK_SIZE_M"], l.kwargs["BLOCK_SIZE_N"], l.kwargs["num_warps"])
+            for l in log}
+
+
+def test_ieee_float32_matmul_drops_configs_whose_fma_accumulator_crowds_registers():
+    """IEEE float32 dots run on FMAs: a config whose accumulator takes over a third of a
+    thread's registers (limits.registers_per_thread) spills and is never tuned or compiled;
+    tf32 and 16-bit dots (tensor cores) and a profile that does not model registers keep
+    every config."""
+    every = {(c["BLOCK_SIZE_M"], c["BLOCK_SIZE_N"], c["num_warps"])
+             for c in SM90.autotune_configs("matmul")}
+    ieee = _captured_matmul_configs(SM90, torch.float32, "ieee")
+    assert ieee == {(m, n, w) for m, n, w in every if m * n // (w * 32) * 3 <= 255}
+    assert len(ieee) == 5  # 128 x 64 and 64 x 128 at 4 warps (64 registers) are the largest
+    assert _captured_matmul_configs(SM90, torch.float32, "tf32") == every
+    assert _captured_matmul_configs(SM90, torch.bfloat16, None) == every
+    unmodelled = SM90.derive(name="nvidia-sm90~no-registers", **{"limits.registers_per_thread": 0})
+    assert _captured_matmul_configs(unmodelled, torch.float32, "ieee") == every
+
+
+def test_matmul_tunes_each_float32_precision_on_its_own():
+    """tf32 and IEEE calls in one bucket do not share a tuned config: the IEEE call may
+    not run a config its pruning dropped."""
+    from kernels.matmul import matmul
+    from triton_cts.execution.autotune_probe import observe_autotuning
+    two = SM90.derive(name="nvidia-sm90~two-configs-precision", **{"autotune.matmul": [
+        {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 1,
+         "num_warps": 1, "num_stages": 1},
+        {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2,
+         "num_warps": 1, "num_stages": 1}]})
+    a, b = torch.randn(40, 20), torch.randn(20, 24)
+    benchmarked = []
+    for i, precision in enumerate(("tf32", "ieee", "ieee")):
+        with interpreted(), observe_autotuning(fresh=i == 0, cpu_bench=True) as calls:
+            matmul(a, b, profile=two, input_precision=precision)
+        benchmarked.append(sum(len(c.benchmarked) for c in calls))
+    assert benchmarked == [2, 2, 0]
+
+
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 5, 7)])
 def test_empty_inputs_launch_nothing(shape):
     with interpreted(), record_launches() as log:

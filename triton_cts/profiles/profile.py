@@ -156,6 +156,11 @@ class Profile:
         return self.data["launch"].get("tile_row_min_bytes", 0)
 
     @property
+    def registers_per_thread(self) -> int:
+        """The most 32-bit registers one thread may address (0: not modelled)."""
+        return self.data["limits"].get("registers_per_thread", 0)
+
+    @property
     def column_sum_tile(self) -> tuple[int, int, int] | None:
         """(rows, columns, num_warps) of a program that sums a column block over all rows
         (the layer-norm dweight/dbias kernel), where the profile measured one; None where

@@ -167,6 +167,10 @@ SCHEMA: dict[str, Any] = {
                                          "a positive int (bytes of shared memory, LDS or UB)"),
         "registers_per_sm": Field(lambda v: _is_int(v) and v >= 0,
                                   "an int >= 0 (32-bit registers; 0 where not modelled)"),
+        "registers_per_thread": Field(
+            lambda v: _is_int(v) and v >= 0,
+            "an int >= 0 (the most 32-bit registers one thread may address; 0 or absent "
+            "where not modelled)", required=False),
         "compute_units": Field(_is_pos_int, "a positive int (SMs, CUs or cores)"),
         "compute_unit_name": Field(_is_str, "a string such as 'SM', 'CU' or 'vector core'"),
         "device_memory_bytes": Field(_is_pos_int, "a positive int (bytes)"),
@@ -268,6 +272,7 @@ PLAUSIBLE: dict[str, Range] = {
     "limits.shared_memory_per_block": Range(1 * KiB, 64 * MiB,
                                             "on-chip memory of one block: 64 to 228 KiB today"),
     "limits.registers_per_sm": Range(0, 4 * MiB, "32-bit registers per SM/CU: 64K to 128K today"),
+    "limits.registers_per_thread": Range(0, 4096, "registers per thread: 128 to 512 today"),
     "limits.compute_units": Range(1, 16384, "SMs, CUs or cores of one device: 304 at most today"),
     "limits.device_memory_bytes": Range(1 * MiB, 64 * TiB,
                                         "memory of one device: under 300 GiB today"),
