@@ -5,12 +5,14 @@ limit (8 x 1024): what a Python caller pays per call beyond the kernel. Three nu
 op, each the mean over ``--calls`` back-to-back calls with one synchronization at the end:
 
 - ``ours``: the launcher as users call it;
-- ``ours, launch stubbed``: the same with Triton's ``JITFunction.run`` replaced by a
-  no-op, i.e. our Python (input checks, allocation, constants from the profile);
+- ``ours, launch stubbed``: the same with Triton's ``JITFunction.run`` and the direct call
+  of a compiled kernel (``kernels/fast_launch.py``) replaced by no-ops, i.e. our Python
+  (input checks, allocation, constants from the profile, the launch key);
 - ``torch``: the torch eager equivalent.
 
-``ours - stubbed`` is Triton's launch path (binding and specializing the arguments, the
-cache lookup, the driver call)."""
+``ours - stubbed`` is what is left of the launch: the driver call (and, for kernels
+launched through Triton's own path, binding and specializing the arguments and the cache
+lookup)."""
 from __future__ import annotations
 
 import argparse
@@ -36,6 +38,8 @@ def main(argv=None) -> int:
     from tabulate import tabulate
     from triton.runtime.jit import JITFunction
 
+    from kernels import fast_launch
+
     from benchmarks import cases
     from triton_cts.profiles import load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
@@ -54,18 +58,19 @@ def main(argv=None) -> int:
     for op in args.op or cases.MEMORY_OPS:
         bench = cases.memory_bound(op, SHAPE, dtype, profile)
         ours = per_call_us(bench.ours, args.calls)
-        real_run = JITFunction.run
+        real_run, real_direct = JITFunction.run, fast_launch._run_compiled
         JITFunction.run = lambda self, *a, **k: None
+        fast_launch._run_compiled = lambda *a: None
         try:
             stubbed = per_call_us(bench.ours, args.calls)
         finally:
-            JITFunction.run = real_run
+            JITFunction.run, fast_launch._run_compiled = real_run, real_direct
         theirs = per_call_us(bench.torch_eager, args.calls)
         rows.append([op, f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}", f"{theirs:.1f}"])
         print(" | ".join(rows[-1]), flush=True)
     print(f"profile {profile.name}, {args.dtype}, shape {SHAPE}, mean of {args.calls} calls")
     print(tabulate(rows, headers=["op", "ours us/call", "ours, launch stubbed",
-                                  "Triton's launch path", "torch us/call"]))
+                                  "launch path", "torch us/call"]))
     return 0
 
 

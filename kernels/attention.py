@@ -33,6 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .fast_launch import launch
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
@@ -215,8 +216,7 @@ def _attn_fwd(
 
 @triton.jit
 def _attn_bwd_delta(
-    O, DO,                        # pointers to o and do [B, H, Sq, D]
-    DELTA,                        # pointer to rowsum(o * do) [B * H, Sq], float32
+    O, DO, DELTA,                 # o and do [B, H, Sq, D]; rowsum(o * do) [B * H, Sq], float32
     stride_ob, stride_oh, stride_om, stride_od,
     stride_dob, stride_doh, stride_dom, stride_dod,
     H, SEQ_Q, HEAD_DIM, NUM_TILES,
@@ -520,7 +520,7 @@ def attention_forward(q, k, v, *, causal: bool = False, scale: float | None = No
     cfg = _config(profile, "attention", q.dtype, shape_kw["BLOCK_D"], _fwd_need)
     tiles = B * H * cdiv(Sq, cfg["BLOCK_M"])
     grid, stride = launch_grid(profile, tiles)
-    _attn_fwd[grid](
+    launch(_attn_fwd, grid,
         q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
         H, H // H_kv, Sq, Sk, D, tiles, scale * LOG2E, int(causal_offset),
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], GRID_STRIDE=stride,
@@ -549,17 +549,17 @@ def attention_backward_from_saved(q, k, v, o, lse, do, causal, scale, causal_off
     delta = torch.empty((B * H, Sq), dtype=lse.dtype, device=q.device)
     tiles = B * H * cdiv(Sq, cfg["BLOCK_M2"])
     grid, stride = launch_grid(profile, tiles)
-    _attn_bwd_delta[grid](o, do, delta, *o.stride(), *do.stride(), H, Sq, D, tiles,
-                          BLOCK_M=cfg["BLOCK_M2"], GRID_STRIDE=stride, **shape_kw, **options)
+    launch(_attn_bwd_delta, grid, o, do, delta, *o.stride(), *do.stride(), H, Sq, D, tiles,
+           BLOCK_M=cfg["BLOCK_M2"], GRID_STRIDE=stride, **shape_kw, **options)
     common = (scale * LOG2E, scale, int(causal_offset))
     kv_tiles = B * H_kv * cdiv(Sk, cfg["BLOCK_N1"])
     kv_grid, kv_stride = launch_grid(profile, kv_tiles)
-    _attn_bwd_dkdv[kv_grid](
+    launch(_attn_bwd_dkdv, kv_grid,
         q, k, v, do, dk, dv, lse, delta, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
         *dk.stride(), H_kv, H // H_kv, Sq, Sk, D, kv_tiles, *common,
         BLOCK_M=cfg["BLOCK_M1"], BLOCK_N=cfg["BLOCK_N1"], GRID_STRIDE=kv_stride, **shape_kw,
         **kw, **options)
-    _attn_bwd_dq[grid](
+    launch(_attn_bwd_dq, grid,
         q, k, v, do, dq, lse, delta, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
         *dq.stride(), H, H // H_kv, Sq, Sk, D, tiles, *common,
         BLOCK_M=cfg["BLOCK_M2"], BLOCK_N=cfg["BLOCK_N2"], GRID_STRIDE=stride, **shape_kw,

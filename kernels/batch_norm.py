@@ -43,6 +43,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -355,11 +356,11 @@ def batch_norm_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.T
     tile = dict(BLOCK_R=block_r, BLOCK_C=block_c, BLOCK_L=block_l,
                 SELECT_LOADS=profile.select_loads, ACC_DTYPE=acc, num_warps=num_warps)
 
-    _batch_norm_stats_kernel[grid](x, partial, *shape_args, **tile)
+    launch(_batch_norm_stats_kernel, grid, x, partial, *shape_args, **tile)
     # The merge reads [BLOCK_S, BLOCK_C] blocks of partials: keep them within a block too.
     block_s = min(next_power_of_2(n_splits),
                   max(1, profile.elementwise_block(stat_dtype) // block_c))
-    _batch_norm_apply_kernel[grid](
+    launch(_batch_norm_apply_kernel, grid,
         x, y, partial,
         weight if weight is not None else save_mean,   # placeholders are never read
         bias if bias is not None else save_mean,

@@ -40,6 +40,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.int32, torch.int64)
@@ -325,8 +326,8 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
         return out.reshape(labels.shape) if reduction == "none" else out, dx.view(logits.shape)
     small = profile.elementwise_block(torch.float32)
     if mean:
-        _count_valid_kernel[(1,)](y, n_valid, n_rows, int(ignore_index), BLOCK=small,
-                                  num_warps=profile.num_warps_for(small))
+        launch(_count_valid_kernel, (1,), y, n_valid, n_rows, int(ignore_index), BLOCK=small,
+               num_warps=profile.num_warps_for(small))
     common = dict(MEAN=mean, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc(logits.dtype))
     args = (x, y, losses, dx, n_valid, n_rows, n_cols, int(ignore_index),
             float(label_smoothing))
@@ -335,10 +336,10 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
     if block_v <= max_fused and not tiled:
         block_m = _fused_rows(profile, n_rows, block_v, loss_dtype)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        _ce_fused_kernel[grid](*args, BLOCK_M=block_m, BLOCK_V=block_v,
-                               GRID_STRIDE=grid_stride,
-                               num_warps=profile.num_warps_for(block_m * block_v, x.dtype),
-                               **common)
+        launch(_ce_fused_kernel, grid, *args, BLOCK_M=block_m, BLOCK_V=block_v,
+               GRID_STRIDE=grid_stride,
+               num_warps=profile.num_warps_for(block_m * block_v, x.dtype),
+               **common)
     else:
         grid = (profile.capped_grid(n_rows),)
         # a tile of MAX_FUSED_SIZE; with label smoothing the pass holds a second tile of
@@ -349,11 +350,11 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
         # 2.26 ms, 8192-column ones in 2.51 ms
         smoothing = float(label_smoothing) > 0
         block_v = min(block_v, max(1, max_fused // 2 if smoothing else max_fused))
-        _ce_tiled_kernel[grid](*args, BLOCK_V=block_v, HAS_SMOOTHING=smoothing,
-                               num_warps=profile.num_warps_for(block_v, x.dtype), **common)
+        launch(_ce_tiled_kernel, grid, *args, BLOCK_V=block_v, HAS_SMOOTHING=smoothing,
+               num_warps=profile.num_warps_for(block_v, x.dtype), **common)
     if reduction != "none":
-        _sum_losses_kernel[(1,)](losses, n_valid, out, n_rows, BLOCK=small, MEAN=mean,
-                                 num_warps=profile.num_warps_for(small))
+        launch(_sum_losses_kernel, (1,), losses, n_valid, out, n_rows, BLOCK=small, MEAN=mean,
+               num_warps=profile.num_warps_for(small))
         return out, dx.view(logits.shape)
     return out.reshape(labels.shape), dx.view(logits.shape)
 
@@ -368,8 +369,8 @@ def scale_gradient(dlogits: torch.Tensor, grad_loss: torch.Tensor, *, profile: P
         return out.view(dlogits.shape)
     block = min(profile.elementwise_block(g.dtype), next_power_of_2(n_cols))
     grid = (profile.capped_grid(g.shape[0]),)
-    _scale_rows_kernel[grid](g, scale, out, g.shape[0], n_cols, BLOCK=block,
-                             PER_ROW=grad_loss.dim() > 0, num_warps=profile.num_warps_for(block))
+    launch(_scale_rows_kernel, grid, g, scale, out, g.shape[0], n_cols, BLOCK=block,
+           PER_ROW=grad_loss.dim() > 0, num_warps=profile.num_warps_for(block))
     return out.view(dlogits.shape)
 
 

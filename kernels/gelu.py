@@ -17,6 +17,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs, check_same_shape
 from triton_cts.profiles import Profile, cdiv
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -78,8 +79,9 @@ def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: t
         return  # no launch: a zero grid crashes some backends
     block = profile.elementwise_block(out.dtype, n)
     grid, grid_stride = launch_grid(profile, cdiv(n, block))
-    kernel[grid](*tensors, out, n, BLOCK_SIZE=block, COMPUTE_FP64=out.dtype == torch.float64,
-                 GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(block))
+    launch(kernel, grid, *tensors, out, n, BLOCK_SIZE=block,
+           COMPUTE_FP64=out.dtype == torch.float64, GRID_STRIDE=grid_stride,
+           num_warps=profile.num_warps_for(block))
 
 
 def gelu(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:

@@ -29,6 +29,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
 from triton_cts.profiles import Profile, cdiv
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -135,9 +136,9 @@ def _launch(kernel, act: int, profile: Profile, outs: tuple, *tensors: torch.Ten
     dtype = outs[0].dtype
     block = profile.elementwise_block(dtype, n)
     grid, grid_stride = launch_grid(profile, cdiv(n, block))
-    kernel[grid](*tensors, *outs, n, BLOCK_SIZE=block, ACT=act,
-                 COMPUTE_FP64=dtype == torch.float64, GRID_STRIDE=grid_stride,
-                 num_warps=profile.num_warps_for(block))
+    launch(kernel, grid, *tensors, *outs, n, BLOCK_SIZE=block, ACT=act,
+           COMPUTE_FP64=dtype == torch.float64, GRID_STRIDE=grid_stride,
+           num_warps=profile.num_warps_for(block))
 
 
 def _forward(op: str, act: int, a: torch.Tensor, b: torch.Tensor, profile: Profile):

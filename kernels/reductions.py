@@ -47,6 +47,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from .fast_launch import launch
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_DTYPES = FLOATS + (torch.int32, torch.int64)
@@ -411,13 +412,13 @@ def max_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     # stage 1: one partial per program (the result itself when one program suffices);
     # partials stay in x's dtype, which is exact for max
     partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=x.dtype, device=x.device)
-    _max_all_kernel[(grid,)](x, partials, n, BLOCK_SIZE=block,
-                             num_warps=profile.num_warps_for(block), **common)
+    launch(_max_all_kernel, (grid,), x, partials, n, BLOCK_SIZE=block,
+           num_warps=profile.num_warps_for(block), **common)
     if grid > 1:
         # stage 2: one program folds the partials
         block2 = profile.elementwise_block(x.dtype, grid)
-        _max_all_kernel[(1,)](partials, out.reshape(1), grid, BLOCK_SIZE=block2,
-                              num_warps=profile.num_warps_for(block2), **common)
+        launch(_max_all_kernel, (1,), partials, out.reshape(1), grid, BLOCK_SIZE=block2,
+               num_warps=profile.num_warps_for(block2), **common)
     return out
 
 
@@ -444,7 +445,7 @@ def max_all_atomic(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     nan_flag = torch.zeros(1, dtype=torch.int32, device=x.device)
     block = profile.elementwise_block(x.dtype, n)
     grid = profile.capped_grid(cdiv(n, block))
-    _max_all_atomic_kernel[(grid,)](
+    launch(_max_all_atomic_kernel, (grid,),
         x, acc, nan_flag, n, grid,
         LOWEST=_lowest(acc_dtype), BLOCK_SIZE=block, HALF_TO_FP32=half, IS_FLOAT=is_float,
         SELECT_LOADS=profile.select_loads, num_warps=profile.num_warps_for(block),
@@ -474,7 +475,7 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
         block_n = next_power_of_2(N)
         block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
         grid = profile.capped_grid(cdiv(M, block_m))
-        _max_dim_rows_kernel[(grid,)](
+        launch(_max_dim_rows_kernel, (grid,),
             x2, values, indices, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
             num_warps=profile.num_warps_for(block_m * block_n), **common)
         return values.reshape(out_shape), indices.reshape(out_shape)
@@ -486,12 +487,12 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
         part_v = torch.empty((M, n_chunks), dtype=x.dtype, device=x.device)
         part_i = torch.empty((M, n_chunks), dtype=torch.int64, device=x.device)
     grid = profile.capped_grid(M * n_chunks)
-    _max_dim_chunks_kernel[(grid,)](
+    launch(_max_dim_chunks_kernel, (grid,),
         x2, x2, part_v, part_i, M, N, x2.stride(0), n_chunks, chunk_size,
         BLOCK_N=block_n, HAS_X_IDX=False, num_warps=profile.num_warps_for(block_n), **common)
     if n_chunks > 1:
         block_c = profile.elementwise_block(torch.int64, n_chunks)  # int64 indices: the wider load
-        _max_dim_chunks_kernel[(profile.capped_grid(M),)](
+        launch(_max_dim_chunks_kernel, (profile.capped_grid(M),),
             part_v, part_i, values, indices, M, n_chunks, n_chunks, 1, n_chunks,
             BLOCK_N=block_c, HAS_X_IDX=True, num_warps=profile.num_warps_for(block_c), **common)
     return values.reshape(out_shape), indices.reshape(out_shape)
@@ -516,14 +517,14 @@ def prod_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     grid = profile.capped_grid(cdiv(n, block))
     # stage 1: one partial product per program, kept in the accumulation dtype
     partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=acc_dtype, device=x.device)
-    _prod_all_kernel[(grid,)](x, partials, n, BLOCK_SIZE=block, COMPUTE_FP64=fp64,
-                              SELECT_LOADS=profile.select_loads,
-                              num_warps=profile.num_warps_for(block))
+    launch(_prod_all_kernel, (grid,), x, partials, n, BLOCK_SIZE=block, COMPUTE_FP64=fp64,
+           SELECT_LOADS=profile.select_loads,
+           num_warps=profile.num_warps_for(block))
     if grid > 1:
         block2 = profile.elementwise_block(acc_dtype, grid)
-        _prod_all_kernel[(1,)](partials, out.reshape(1), grid, BLOCK_SIZE=block2, COMPUTE_FP64=fp64,
-                               SELECT_LOADS=profile.select_loads,
-                               num_warps=profile.num_warps_for(block2))
+        launch(_prod_all_kernel, (1,), partials, out.reshape(1), grid, BLOCK_SIZE=block2,
+               COMPUTE_FP64=fp64, SELECT_LOADS=profile.select_loads,
+               num_warps=profile.num_warps_for(block2))
     return out
 
 
@@ -544,18 +545,18 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
         block_n = next_power_of_2(N)
         block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
         grid = profile.capped_grid(cdiv(M, block_m))
-        _prod_dim_rows_kernel[(grid,)](
+        launch(_prod_dim_rows_kernel, (grid,),
             x2, out, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
             num_warps=profile.num_warps_for(block_m * block_n), **common)
         return out.reshape(out_shape)
     block_n, n_chunks, chunk_size = _split_rows(profile, x.dtype, M, N)
     partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype, device=x.device)
-    _prod_dim_chunks_kernel[(profile.capped_grid(M * n_chunks),)](
+    launch(_prod_dim_chunks_kernel, (profile.capped_grid(M * n_chunks),),
         x2, partials, M, N, x2.stride(0), n_chunks, chunk_size,
         BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n), **common)
     if n_chunks > 1:
         block_c = profile.elementwise_block(acc_dtype, n_chunks)
-        _prod_dim_chunks_kernel[(profile.capped_grid(M),)](
+        launch(_prod_dim_chunks_kernel, (profile.capped_grid(M),),
             partials, out, M, n_chunks, n_chunks, 1, n_chunks,
             BLOCK_N=block_c, num_warps=profile.num_warps_for(block_c), **common)
     return out.reshape(out_shape)

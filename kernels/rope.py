@@ -30,6 +30,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -177,7 +178,7 @@ def _apply(op: str, x, cos, sin, offset: int, interleaved: bool, rotary_dim, bac
     half = rotary // 2
     block_h, block_p = _tile(profile, x.dtype, n_heads, max(half, head_dim - rotary))
     grid, grid_stride = launch_grid(profile, n_tokens)
-    _rope_kernel[grid](
+    launch(_rope_kernel, grid,
         x, cos.contiguous(), sin.contiguous(), y, n_tokens, seq_len, n_heads, head_dim, half,
         int(offset), BLOCK_H=block_h, BLOCK_P=block_p, INTERLEAVED=bool(interleaved),
         BACKWARD=backward, SELECT_LOADS=profile.select_loads,

@@ -33,6 +33,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -247,14 +248,14 @@ def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile
     if block_n <= max_fused and not online:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, x.dtype)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        _softmax_fwd_fused_kernel[grid](
+        launch(_softmax_fwd_fused_kernel, grid,
             x2, y, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
             GRID_STRIDE=grid_stride,
             num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **common)
     else:
         block_n = min(block_n, max_fused)
         grid = (profile.capped_grid(n_rows),)
-        _softmax_fwd_online_kernel[grid](
+        launch(_softmax_fwd_online_kernel, grid,
             x2, y, n_rows, n_cols, BLOCK_N=block_n,
             num_warps=profile.num_warps_for(block_n, x.dtype), **common)
     return y.reshape(x.shape)
@@ -298,14 +299,14 @@ def _backward(dy: torch.Tensor, y: torch.Tensor, looped: bool, profile: Profile)
     if block_n <= max_fused and not looped:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, wide)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        _softmax_bwd_fused_kernel[grid](
+        launch(_softmax_bwd_fused_kernel, grid,
             dy2, y2, dx, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
             GRID_STRIDE=grid_stride,
             num_warps=profile.num_warps_for(block_m * block_n, wide), **common)
     else:
         block_n = min(block_n, max_fused)
         grid = (profile.capped_grid(n_rows),)
-        _softmax_bwd_looped_kernel[grid](
+        launch(_softmax_bwd_looped_kernel, grid,
             dy2, y2, dx, n_rows, n_cols, BLOCK_N=block_n,
             num_warps=profile.num_warps_for(block_n, wide), **common)
     return dx.reshape(dy.shape)

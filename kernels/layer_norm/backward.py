@@ -43,6 +43,7 @@ from .tiles import (DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _Backward, _backward_r
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from ..fast_launch import launch
 
 #: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
 #: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
@@ -415,9 +416,9 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     programs = profile.compute_units * profile.partials_per_compute_unit
     grid = lambda meta: (profile.capped_grid(min(programs,  # noqa: E731
                                                  cdiv(n_rows, meta["ROWS_PER_PROGRAM"]))),)
-    kernel[grid](*_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
-                 BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
-                 SLICE_BROADCAST=profile.slice_broadcast, **p.flags)
+    launch(kernel, grid, *_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
+           BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
+           SLICE_BROADCAST=profile.slice_broadcast, **p.flags)
     p.dweight.copy_(dw)
     if db is not None:
         p.dbias.copy_(db)
@@ -434,10 +435,10 @@ def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profi
                          profile.max_fused_elements(partial.dtype) // block_n))
     n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // len(pairs)))
     grid = (n_programs * len(pairs),)
-    _sum_rows_kernel[grid](partial, out, partial_2, out_2, n_programs, n_partials, n_cols,
-                           BLOCK_P=block_p, BLOCK_N=block_n, SELECT_LOADS=profile.select_loads,
-                           COMPUTE_FP64=partial.dtype == torch.float64,
-                           num_warps=profile.num_warps_for(block_p * block_n, partial.dtype))
+    launch(_sum_rows_kernel, grid, partial, out, partial_2, out_2, n_programs, n_partials, n_cols,
+           BLOCK_P=block_p, BLOCK_N=block_n, SELECT_LOADS=profile.select_loads,
+           COMPUTE_FP64=partial.dtype == torch.float64,
+           num_warps=profile.num_warps_for(block_p * block_n, partial.dtype))
 
 
 def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
@@ -465,7 +466,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
     dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
     db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
-    _layer_norm_bwd_fused_kernel[(programs,)](
+    launch(_layer_norm_bwd_fused_kernel, (programs,),
         *_row_operands(p), dw, db if db is not None else dw,
         n_rows, n_cols, *dropout_scale, ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
@@ -481,11 +482,11 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     block_n, num_warps = _tiled_block(n_cols, dtype, profile)
     flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
     mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
-    _layer_norm_bwd_dx_tiled_kernel[(profile.capped_grid(n_rows),)](
+    launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         num_warps=num_warps, **flags)
     block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
-    _layer_norm_bwd_dwdb_kernel[(profile.capped_grid(cdiv(n_cols, block_n)),)](
+    launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
         p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
         BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],

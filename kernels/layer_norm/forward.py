@@ -30,6 +30,7 @@ from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows
                     _row_block, _row_offsets, _tile_offsets, _tiled_block, _to_acc)
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from ..fast_launch import launch
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -304,7 +305,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile, has_dropout),
                              profile)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        _layer_norm_fwd_fused_kernel[grid](
+        launch(_layer_norm_fwd_fused_kernel, grid,
             *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
             GRID_STRIDE=grid_stride, PAIRED_SUMS=profile.multi_operand_reduce,
             num_warps=profile.num_warps_for(block_m * block_n, x.dtype),
@@ -312,8 +313,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     else:
         block_n, num_warps = _tiled_block(n_cols, x.dtype, profile)
         grid = (profile.capped_grid(n_rows),)
-        _layer_norm_fwd_tiled_kernel[grid](*common, BLOCK_N=block_n, num_warps=num_warps,
-                                           **flags)
+        launch(_layer_norm_fwd_tiled_kernel, grid, *common, BLOCK_N=block_n, num_warps=num_warps,
+               **flags)
     return shaped()
 
 

@@ -9,7 +9,8 @@ compile as usual. Any implementation, ours or a third party's, runs in both mode
 one import.
 
 ``record_launches`` wraps ``run`` of ``JITFunction`` and ``InterpretedFunction`` (the one
-path every ``kernel[grid](...)`` call takes, autotuned and heuristic kernels included)
+path every ``kernel[grid](...)`` call takes, autotuned and heuristic kernels included; a
+launcher that calls a compiled kernel directly reports through :func:`note_launch`)
 and records the kernel, its arguments and the grid, a callable grid evaluated on the
 bound arguments as Triton does. ``capture_launches`` records the same without launching:
 compile mode uses it to learn the exact specializations a launcher produces. Launches of
@@ -86,13 +87,21 @@ def _twin(jit_fn: JITFunction) -> InterpretedFunction:
     return twin
 
 
+def note_launch(kernel, args, kwargs, grid) -> None:
+    """Record a launch in every active log (no-op when none is): the one entry point for
+    ``run`` below and for launchers that call a compiled kernel directly
+    (``kernels/fast_launch.py``)."""
+    if _active:
+        launch = Launch(kernel, args, dict(kwargs), _grid_of(kernel, args, kwargs, grid),
+                        launched=not _capturing)
+        for log in _active:
+            log.append(launch)
+
+
 def _make_run(original, cls):
     def run(self, *args, grid, warmup, **kwargs):
-        if _active and not warmup:
-            launch = Launch(self, args, dict(kwargs), _grid_of(self, args, kwargs, grid),
-                            launched=not _capturing)
-            for log in _active:
-                log.append(launch)
+        if not warmup:
+            note_launch(self, args, kwargs, grid)
         if _capturing:
             return None
         if cls is JITFunction and knobs.runtime.interpret:

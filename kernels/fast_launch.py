@@ -1,0 +1,116 @@
+"""Launching an already compiled kernel without Triton's per-call binding.
+
+``kernel[grid](*args, **meta)`` binds and specializes every argument, builds and hashes a
+cache key and checks the kernel's globals on every call: 17-67 us a launch on an H100
+host (benchmarks/results/h100-triton3.6-launch-overhead.md), more than the kernels of
+a small layer norm take. :func:`launch` pays that once per specialization: the first call
+goes through Triton (which compiles, or finds the kernel in its cache) and keeps the
+compiled kernel under a key of what Triton specializes on: each tensor's dtype and
+16-byte alignment, each integer's class (1, a multiple of 16, 64-bit), the other
+arguments' types and every constexpr and launch option. A later call with the same key
+calls the compiled kernel directly, with the constexprs in signature order.
+
+Triton's own path is kept wherever the shortcut could differ from it: in the interpreter,
+while launches are captured for cross-compilation, under a launch hook (profilers), for
+callable grids, autotuned kernels (``Autotuner``/``Heuristics``) and argument types the
+key does not model. Launches the suites record (launch coverage, grid checks) are recorded
+on both paths alike.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+from triton import knobs
+from triton.runtime.driver import driver
+from triton.runtime.jit import JITFunction
+
+from triton_cts.execution import launches
+
+try:
+    from triton.compiler.compiler import CompiledKernel
+except ImportError:  # pragma: no cover - a Triton without it
+    CompiledKernel = None
+
+#: (kernel, device, argument key, constexprs and options) -> (compiled kernel, the
+#: constexpr values that follow the positional arguments, in signature order)
+_PLANS: dict = {}
+#: A kernel's compiled variants kept at most: a launcher called with ever new alignments
+#: or integer classes cannot grow the table without bound.
+MAX_PLANS = 4096
+
+
+def _hooked() -> bool:
+    """Whether a launch hook is set (Triton keeps an empty HookChain where none is)."""
+    hook = knobs.runtime.launch_enter_hook
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def _argument_key(args) -> tuple | None:
+    """What Triton specializes a call's positional arguments on, or None for a type the
+    key does not model (Triton's own path is taken)."""
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((a.dtype, a.data_ptr() % 16 == 0))
+        elif isinstance(a, bool):
+            key.append(("i1", a))
+        elif isinstance(a, int):
+            key.append(("i", a == 1, a % 16 == 0, -2**31 <= a < 2**31))
+        elif isinstance(a, float):
+            key.append("f")
+        elif a is None:
+            key.append(None)
+        else:
+            return None
+    return tuple(key)
+
+
+def _tail(kernel: JITFunction, n_args: int, meta: dict) -> tuple | None:
+    """The values of the parameters after the positional ones: each from ``meta`` or its
+    default; None where one has neither (Triton raises on the first call)."""
+    out = []
+    for p in kernel.params[n_args:]:
+        if p.name in meta:
+            out.append(meta[p.name])
+        elif p.default is not inspect.Parameter.empty:
+            out.append(p.default)
+    return tuple(out) if len(out) == len(kernel.params) - n_args else None
+
+
+def launch(kernel, grid: tuple, *args, **meta):
+    """``kernel[grid](*args, **meta)``, calling the compiled kernel directly once this
+    specialization has been launched through Triton. ``grid`` is a tuple of 1 to 3 ints;
+    ``args`` are positional, every constexpr and launch option is in ``meta``."""
+    if (type(kernel) is not JITFunction or callable(grid) or knobs.runtime.interpret
+            or launches.capturing() or _hooked() or CompiledKernel is None):
+        return kernel[grid](*args, **meta)
+    arg_key = _argument_key(args)
+    if arg_key is None:
+        return kernel[grid](*args, **meta)
+    device = driver.active.get_current_device()
+    key = (kernel, device, arg_key, tuple(meta.items()))
+    plan = _PLANS.get(key)
+    if plan is None:
+        compiled = kernel[grid](*args, **meta)  # compiles (or hits Triton's cache)
+        tail = _tail(kernel, len(args), meta)
+        if isinstance(compiled, CompiledKernel) and tail is not None and len(_PLANS) < MAX_PLANS:
+            _PLANS[key] = (compiled, tail)
+        return compiled
+    compiled, tail = plan
+    dims = tuple(grid) + (1,) * (3 - len(grid))
+    launches.note_launch(kernel, args, meta, dims)
+    _run_compiled(compiled, dims, device, args, tail)
+    return compiled
+
+
+def _run_compiled(compiled, dims, device, args, tail) -> None:
+    """What Triton's ``JITFunction.run`` ends with, on the current stream, without hooks."""
+    stream = driver.active.get_current_stream(device)
+    compiled.run(dims[0], dims[1], dims[2], stream, compiled.function, compiled.packed_metadata,
+                 None, None, None, *args, *tail)
+
+
+def clear() -> None:
+    """Forget every kept kernel (they are launched through Triton again)."""
+    _PLANS.clear()

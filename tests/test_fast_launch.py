@@ -1,0 +1,88 @@
+"""kernels/fast_launch.py: a compiled kernel launched directly must be the one Triton
+would launch, and every launch must still be seen by the harness."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels import fast_launch
+from kernels.fast_launch import _argument_key, launch
+from triton_cts.execution import launches
+from triton_cts.execution.launches import interpreted, record_launches
+
+GPU = torch.cuda.is_available()
+
+
+@triton.jit
+def _scale_kernel(X, Y, n, factor, BLOCK: tl.constexpr, TWICE: tl.constexpr = False):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(X + offs, mask=mask) * factor
+    if TWICE:
+        y = y * 2
+    tl.store(Y + offs, y, mask=mask)
+
+
+def test_the_key_separates_what_triton_specializes_on():
+    """dtype and 16-byte alignment of pointers; 1, multiples of 16 and 64-bit integers:
+    two calls share a compiled kernel only where Triton would compile one."""
+    x = torch.zeros(64)
+    assert _argument_key((x, 32)) == _argument_key((torch.ones(64), 48))
+    assert _argument_key((x, 32)) != _argument_key((x[1:], 32))          # misaligned
+    assert _argument_key((x, 32)) != _argument_key((x.half(), 32))       # dtype
+    assert _argument_key((x, 32)) != _argument_key((x, 33))              # divisibility
+    assert _argument_key((x, 33)) != _argument_key((x, 1))               # the value 1
+    assert _argument_key((x, 33)) != _argument_key((x, 2**31 + 1))       # 64-bit
+    assert _argument_key((x, 1.5)) == _argument_key((x, 2.5))            # floats: a type
+    assert _argument_key((x, True)) != _argument_key((x, False))
+    assert _argument_key((x, object())) is None                          # not modelled
+
+
+def test_a_launch_hook_keeps_tritons_path():
+    """Profilers hook launches: with a hook in Triton's chain, no direct launch (it would
+    skip the hook); Triton's empty chain is no hook."""
+    from triton import knobs
+    from kernels.fast_launch import _hooked
+    chain = knobs.runtime.launch_enter_hook
+    assert not _hooked()
+    hook = lambda metadata: None  # noqa: E731
+    chain.add(hook)
+    try:
+        assert _hooked()
+    finally:
+        chain.remove(hook)
+
+
+def test_interpreted_and_captured_launches_take_tritons_path():
+    """No compiled kernel is kept where none runs, and the launch is recorded as usual."""
+    x = torch.arange(10, dtype=torch.float32)
+    y = torch.empty_like(x)
+    fast_launch.clear()
+    with interpreted(), record_launches() as log:
+        launch(_scale_kernel, (2,), x, y, 10, 3.0, BLOCK=8)
+    torch.testing.assert_close(y, x * 3)
+    with launches.capture_launches() as captured:
+        launch(_scale_kernel, (2,), x, y, 10, 3.0, BLOCK=8, TWICE=True)
+    assert [entry.kwargs for entry in log + captured] == [{"BLOCK": 8},
+                                                          {"BLOCK": 8, "TWICE": True}]
+    assert not captured[0].launched and not fast_launch._PLANS
+
+
+@pytest.mark.skipif(not GPU, reason="needs a GPU: the direct launch calls a compiled kernel")
+def test_direct_launches_match_tritons_and_are_recorded():
+    fast_launch.clear()
+    x = torch.randn(1000, device="cuda")
+    for n, twice in ((1000, False), (1000, False), (992, True), (992, True), (1000, False)):
+        y = torch.zeros_like(x)
+        with record_launches() as log:
+            launch(_scale_kernel, (triton.cdiv(n, 128),), x, y, n, 0.5, BLOCK=128, TWICE=twice)
+        torch.testing.assert_close(y[:n], x[:n] * (1.0 if twice else 0.5))
+        assert (y[n:] == 0).all()
+        assert len(log) == 1 and log[0].grid == (triton.cdiv(n, 128), 1, 1)
+        assert log[0].kwargs == {"BLOCK": 128, "TWICE": twice}
+    assert len(fast_launch._PLANS) == 2  # (1000, False) and (992 = 62 x 16, True)
+    # a misaligned pointer is another specialization: compiled by Triton, then kept
+    y = torch.zeros(1001, device="cuda")
+    launch(_scale_kernel, (8,), x, y[1:], 1000, 2.0, BLOCK=128)
+    torch.testing.assert_close(y[1:], x * 2)
+    assert len(fast_launch._PLANS) == 3
