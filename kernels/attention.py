@@ -3,8 +3,9 @@
 ``o = softmax(scale * q @ k^T + mask) @ v`` for q (B, H, Sq, D) and k, v (B, H_kv, Sk, D);
 H_kv divides H (grouped-query attention: query head h reads key/value head h // (H / H_kv)).
 Causal: query i sees key j where ``j <= i + causal_offset`` (0: torch's ``is_causal``, top
-left; Sk - Sq: FlashAttention's bottom right); a query that sees no key gets 0 and one whose
-visible scores are all -inf gets NaN, as torch's scaled_dot_product_attention gives them.
+left; Sk - Sq: FlashAttention's bottom right); a query whose visible scores are all -inf
+(it sees no key, or a -inf query) gets 0, as torch's scaled_dot_product_attention gives it
+on the CPU and FlashAttention's kernels do.
 
 Forward: a program owns BLOCK_M query rows of one (batch, head) and walks the keys in
 BLOCK_N blocks with an online softmax (running max m and sum l, a float32 accumulator
@@ -197,16 +198,12 @@ def _attn_fwd(
                                    stride_vn, stride_vd, offs_m, offs_d, full, hi, SEQ_Q,
                                    SEQ_K, HEAD_DIM, qk_scale, causal_offset, True, CAUSAL,
                                    EVEN_D, SELECT_LOADS, INPUT_PRECISION, BLOCK_N)
-        # l = 0: a row that sees no key gets o = 0 and lse = +inf (its probabilities are
-        # exp2(-inf) = 0), as torch gives it; a row whose visible scores are all -inf (a
-        # -inf query) gets NaN, torch's softmax of nothing but -inf
+        # l = 0: a row whose visible scores are all -inf (it sees no key, or a -inf query
+        # scored -inf against each) gets o = 0 and lse = +inf (its probabilities are
+        # exp2(-inf) = 0, so no gradient flows), as torch's and FlashAttention's kernels give
         seen = l_i != 0.0
-        sees_a_key = (offs_m * 0 + SEQ_K) > 0  # the causal mask may hide every key
-        if CAUSAL:
-            sees_a_key = sees_a_key & (offs_m + causal_offset >= 0)
-        empty = tl.where(sees_a_key, float("nan"), 0.0)
-        o = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], empty[:, None])
-        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("inf") + empty)
+        o = tl.where(seen[:, None], acc / tl.where(seen, l_i, 1.0)[:, None], 0.0)
+        lse = tl.where(seen, m_i + tl.math.log2(tl.where(seen, l_i, 1.0)), float("inf"))
         o_ptrs = (O + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
                   + offs_m[:, None].to(tl.int64) * stride_om + offs_d[None, :] * stride_od)
         tl.store(o_ptrs, o.to(O.dtype.element_ty),

@@ -78,6 +78,33 @@ def test_fully_masked_rows_are_zero_with_zero_gradients():
     assert o[:, :, 9:].abs().sum() > 0
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_query_scoring_minus_inf_against_every_key_is_zero(causal):
+    """Seed 21 on an H100: a -inf query (head dim 1) against positive keys has only -inf
+    scores. The reference's convention is 0, masked or not (torch 2.13 on the CPU, and
+    FlashAttention-style kernels; torch 2.11's CUDA math path gave NaN under a mask), and
+    the kernel follows it; a NaN query still gives NaN."""
+    from triton_cts.ops.attention import reference
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 5, 1, generator=gen, dtype=torch.float64)
+    k = torch.rand(1, 1, 4, 1, generator=gen, dtype=torch.float64) + 0.5   # positive keys
+    v = torch.randn(1, 1, 4, 1, generator=gen, dtype=torch.float64)
+    q[0, 0, 3, 0], q[0, 1, 2, 0] = float("-inf"), float("nan")
+    kwargs = {"causal": True, "causal_offset": 1} if causal else {}
+    ref = reference(q, k, v, **kwargs)
+    with launches.interpreted():
+        out = ka.attention(q.float(), k.float(), v.float(), **kwargs, profile=SMALL)
+    assert ref[0, 0, 3, 0] == 0 and out[0, 0, 3, 0] == 0
+    assert ref[0, 1, 2].isnan().all() and out[0, 1, 2].isnan().all()
+    finite = torch.ones_like(ref, dtype=torch.bool)
+    finite[0, 0, 3], finite[0, 1, 2] = False, False
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, enable_gqa=True, is_causal=False,
+        attn_mask=torch.ones(5, 4, dtype=torch.bool).tril(1) if causal else None)
+    torch.testing.assert_close(ref[finite], sdpa[finite])
+    torch.testing.assert_close(out.double()[finite], ref[finite], rtol=1e-5, atol=1e-6)
+
+
 def _heads_by_remainder(q, k, v, *, profile, **kwargs):
     """Planted: query head h reads key/value head h % H_kv instead of h // (H / H_kv)."""
     group = q.shape[1] // k.shape[1]

@@ -110,17 +110,25 @@ def _mask(q, k, causal: bool, causal_offset: int):
 
 def reference(q, k, v, causal: bool = False, scale: float | None = None,
               causal_offset: int = 0):
-    """torch's scaled_dot_product_attention with the causal mask as a boolean attn_mask.
-    A query that sees no key gets 0, which is torch's answer on finite inputs (its NaN
-    for a non-finite such query comes only from masked scores)."""
-    mask = _mask(q, k, causal, causal_offset)
+    """softmax(scale * q @ k^T, the causal mask) @ v, written out (grouped-query heads
+    repeated). A query whose visible scores are all -inf (it sees no key, or a -inf query
+    scored -inf against each key) gets 0 and passes no gradient: torch 2.13's
+    scaled_dot_product_attention gives 0 on the CPU, masked or not, FlashAttention-style
+    kernels give 0, but torch 2.11's CUDA math path gave NaN under a mask, so the
+    convention is fixed here rather than taken from whichever torch runs the suite."""
     if k.shape[-2] == 0:
         return torch.zeros_like(q)
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
-                                       enable_gqa=True)
+    group = q.shape[-3] // k.shape[-3]
+    k, v = k.repeat_interleave(group, -3), v.repeat_interleave(group, -3)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    s = (q @ k.transpose(-2, -1)) * scale
+    mask = _mask(q, k, causal, causal_offset)
     if mask is not None:
-        o = o.masked_fill(~mask.any(-1)[:, None], 0.0)
-    return o
+        s = s.masked_fill(~mask, float("-inf"))
+    empty = (s == float("-inf")).all(-1, keepdim=True)
+    p = torch.softmax(s.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
+    return p @ v
 
 
 def reference_backward(q, k, v, do, causal: bool = False, scale: float | None = None,
