@@ -65,6 +65,24 @@ def test_cpu_bench_runs_every_config_and_fresh_cache_retunes():
     assert cpu_do_bench(lambda: None, quantiles=(0.5, 0.2)) .__len__() == 2
 
 
+def test_configs_the_target_refuses_are_recorded_as_refused():
+    """A config Triton times as inf (out of shared memory for these arguments) is never
+    picked: the every-config check must not run it alone as if it could be."""
+    from triton.runtime.errors import OutOfResources
+
+    from triton_cts.execution import launches
+
+    def refuse(nargs):
+        raise OutOfResources(327680, 232448, "shared memory")
+    configs = [triton.Config({"BLOCK": 4}), triton.Config({"BLOCK": 8}, pre_hook=refuse)]
+    tuned = triton.autotune(configs=configs, key=["n"], reset_to_zero=["OUT"])(_accumulate_kernel)
+    x, out = torch.arange(16, dtype=torch.float32), torch.zeros(4)
+    with launches.interpreted(), observe_autotuning(cpu_bench=True) as calls:
+        tuned[lambda m: (triton.cdiv(16, m["BLOCK"]),)](x, out, 16)
+    assert len(calls[0].benchmarked) == 2 and calls[0].refused == [configs[1]]
+    assert torch.equal(out, torch.tensor([24.0, 28.0, 32.0, 36.0]))
+
+
 # ---- the probe: where it runs, and shapes an implementation refuses -----------------------
 def softmax_refusing_long_rows(x):
     """Launches an atomic kernel, and raises for rows longer than 65536 elements (as

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -84,6 +85,9 @@ class TunedCall:
     atomics: dict[str, set[str]]
     arg_names: tuple[str, ...] = ()
     benchmarked: list[Config] = field(default_factory=list)
+    #: benchmarked configs the target refused (Triton times them as inf: out of shared
+    #: memory or registers for these arguments): the autotuner never picks them
+    refused: list[Config] = field(default_factory=list)
     nonzero_resets: dict[str, str] = field(default_factory=dict)  # name -> example value
 
     @property
@@ -179,7 +183,11 @@ def observe_autotuning(*, fresh: bool = True, cpu_bench: bool = False,
     def bench(self, *args, config, **meta):
         if active:
             active[-1].benchmarked.append(config)
-        return original_bench(self, *args, config=config, **meta)
+        timing = original_bench(self, *args, config=config, **meta)
+        first = timing[0] if isinstance(timing, (list, tuple)) else timing
+        if active and isinstance(first, float) and math.isinf(first):
+            active[-1].refused.append(config)
+        return timing
 
     Autotuner.run, Autotuner._bench = run, bench
     if cpu_bench:  # a data descriptor wins over the cached_property's instance value
