@@ -14,11 +14,13 @@ Triton's own path is kept wherever the shortcut could differ from it: in the int
 while launches are captured for cross-compilation, under a launch hook (profilers), for
 callable grids, autotuned kernels (``Autotuner``/``Heuristics``) and argument types the
 key does not model. Launches the suites record (launch coverage, grid checks) are recorded
-on both paths alike.
+on both paths alike. ``TRITON_CTS_DIRECT_LAUNCH=0`` turns the shortcut off (every launch
+through Triton), to tell whether a result depends on it.
 """
 from __future__ import annotations
 
 import inspect
+import os
 
 import torch
 from triton import knobs
@@ -32,6 +34,8 @@ try:
 except ImportError:  # pragma: no cover - a Triton without it
     CompiledKernel = None
 
+#: Whether launches may skip Triton's path (``TRITON_CTS_DIRECT_LAUNCH=0``: never).
+ENABLED = os.environ.get("TRITON_CTS_DIRECT_LAUNCH", "1").strip() != "0"
 #: (kernel, device, argument key, constexprs and options) -> (compiled kernel, the
 #: constexpr values that follow the positional arguments, in signature order)
 _PLANS: dict = {}
@@ -82,7 +86,7 @@ def launch(kernel, grid: tuple, *args, **meta):
     """``kernel[grid](*args, **meta)``, calling the compiled kernel directly once this
     specialization has been launched through Triton. ``grid`` is a tuple of 1 to 3 ints;
     ``args`` are positional, every constexpr and launch option is in ``meta``."""
-    if (type(kernel) is not JITFunction or callable(grid) or knobs.runtime.interpret
+    if (not ENABLED or type(kernel) is not JITFunction or callable(grid) or knobs.runtime.interpret
             or launches.capturing() or _hooked() or CompiledKernel is None):
         return kernel[grid](*args, **meta)
     arg_key = _argument_key(args)
