@@ -36,6 +36,22 @@ def test_round_exact_avoids_double_rounding():
     assert got.tolist() == [1.0009765625, 1.0, 1.0, float("inf"), float("-inf")]
 
 
+def test_float64_rounds_once_to_bfloat16_and_float16():
+    """torch converts float64 to bfloat16 and float16 through float32, rounding twice; the
+    reference must not: seed 22 on an H100 counted a correct bfloat16 fma 1 ULP off."""
+    a = torch.tensor([-40831.99897003174, 1 + 2**-8 + 2**-30, 1 + 2**-11 + 2**-40,
+                      float("inf"), float("nan"), -0.0, 65519.99], dtype=torch.float64)
+    bf16 = lm.to_nearest(a, torch.bfloat16).double()
+    assert bf16[:2].tolist() == [-40704.0, 1.0078125]          # torch: -40960, 1.0
+    assert a[:2].to(torch.bfloat16).double().tolist() == [-40960.0, 1.0]
+    f16 = lm.to_nearest(a, torch.float16).double()
+    assert f16[2].item() == 1 + 2**-10                           # torch: 1.0
+    assert f16[3] == float("inf") and f16[4].isnan() and str(f16[5].item()) == "-0.0"
+    assert f16[6] == 65504.0
+    x, y, z = (torch.tensor([v], dtype=torch.bfloat16) for v in (88.0, -464.0, 0.00102996826))
+    assert lm.correctly_rounded("fma", torch.bfloat16, x, y, z).item() == -40704.0
+
+
 def test_correctly_rounded_handles_specials_and_exact_fma():
     x = torch.tensor([0.0, -0.0, float("inf"), float("nan"), -1.0, 4.0])
     assert lm.correctly_rounded("sqrt", torch.float32, x)[[0, 1, 2, 5]].tolist() == \
