@@ -39,8 +39,9 @@ ENABLED = os.environ.get("TRITON_CTS_DIRECT_LAUNCH", "1").strip() != "0"
 #: (kernel, device, argument key, constexprs and options) -> (compiled kernel, the
 #: constexpr values that follow the positional arguments, in signature order)
 _PLANS: dict = {}
-#: A kernel's compiled variants kept at most: a launcher called with ever new alignments
-#: or integer classes cannot grow the table without bound.
+#: Compiled variants kept at most, over all kernels: launchers called with ever new
+#: alignments or integer classes cannot grow the table without bound (past it, new
+#: specializations take Triton's path).
 MAX_PLANS = 4096
 
 

@@ -97,7 +97,10 @@ def test_ieee_float32_matmul_drops_configs_whose_fma_accumulator_crowds_register
     every = {(c["BLOCK_SIZE_M"], c["BLOCK_SIZE_N"], c["num_warps"])
              for c in SM90.autotune_configs("matmul")}
     ieee = _captured_matmul_configs(SM90, torch.float32, "ieee")
-    assert ieee == {(m, n, w) for m, n, w in every if m * n // (w * 32) * 3 <= 255}
+    from kernels.matmul import FMA_ACCUMULATOR_SHARE
+    lanes, registers = SM90.warp_size, SM90.registers_per_thread
+    assert ieee == {(m, n, w) for m, n, w in every
+                    if m * n // (w * lanes) * FMA_ACCUMULATOR_SHARE <= registers}
     assert len(ieee) == 5  # 128 x 64 and 64 x 128 at 4 warps (64 registers) are the largest
     assert _captured_matmul_configs(SM90, torch.float32, "tf32") == every
     assert _captured_matmul_configs(SM90, torch.bfloat16, None) == every
