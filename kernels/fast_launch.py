@@ -19,6 +19,7 @@ through Triton), to tell whether a result depends on it.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 
@@ -116,6 +117,36 @@ def _run_compiled(compiled, dims, device, args, tail) -> None:
                  None, None, None, *args, *tail)
 
 
+def launch_plan(plan):
+    """Memoize a launcher's ``plan(profile, *key)``: what a launch takes from the profile
+    and the shapes alone (kernel, grid, constexprs, num_warps), computed once per profile
+    and key instead of on every call. The key must be hashable and hold everything the
+    plan reads besides the profile; a plan must not be mutated by its caller."""
+    plans: dict = {}
+
+    @functools.wraps(plan)
+    def planned(profile, *key):
+        hit = plans.get((id(profile), *key))
+        if hit is not None and hit[0] is profile:
+            return hit[1]
+        value = plan(profile, *key)
+        if len(plans) >= MAX_PLANS:
+            plans.clear()
+        # the profile is kept with its plan, so its id is not reused while it is cached
+        plans[(id(profile), *key)] = (profile, value)
+        return value
+
+    planned.cache_clear = plans.clear
+    _PLAN_CACHES.append(plans)
+    return planned
+
+
+#: The tables of every :func:`launch_plan`, for :func:`clear`.
+_PLAN_CACHES: list[dict] = []
+
+
 def clear() -> None:
-    """Forget every kept kernel (they are launched through Triton again)."""
+    """Forget every kept kernel (they are launched through Triton again) and launch plan."""
     _PLANS.clear()
+    for plans in _PLAN_CACHES:
+        plans.clear()

@@ -33,7 +33,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import launch
+from .fast_launch import launch, launch_plan
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -219,10 +219,12 @@ def _acc_dtype(dtype: torch.dtype):
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
-def _as_rows(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as a contiguous [rows, N] matrix, N the last dim (a 0-d tensor is one 1-long row)."""
-    n = t.shape[-1] if t.dim() else 1
-    return t.contiguous().reshape(-1, n)
+def _rows(t: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """``t`` contiguous, with its (rows, N), N the last dim (a 0-d tensor is one 1-long
+    row). The kernels take a pointer and (rows, N), so no [rows, N] view is made."""
+    t = t.contiguous()
+    n_cols = t.shape[-1] if t.dim() else 1
+    return t, (t.numel() // n_cols if n_cols else 0), n_cols
 
 
 def _fused_rows(profile: Profile, max_fused: int, n_rows: int, block_n: int, dtype) -> int:
@@ -235,30 +237,36 @@ def _fused_rows(profile: Profile, max_fused: int, n_rows: int, block_n: int, dty
     return max(1, min(by_size, by_units))
 
 
+@launch_plan
+def _plan(profile: Profile, backward: bool, looped: bool, n_rows: int, n_cols: int,
+          dtype: torch.dtype, max_fused: int) -> tuple:
+    """(kernel, grid, constexprs and options from the profile) of one softmax launch;
+    ``dtype`` is that of the data a program holds."""
+    block_n = next_power_of_2(n_cols)
+    meta = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(dtype))
+    if block_n <= max_fused and not looped:
+        block_m = _fused_rows(profile, max_fused, n_rows, block_n, dtype)
+        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
+        kernel = _softmax_bwd_fused_kernel if backward else _softmax_fwd_fused_kernel
+        return kernel, grid, dict(meta, BLOCK_M=block_m, BLOCK_N=block_n,
+                                  GRID_STRIDE=grid_stride,
+                                  num_warps=profile.num_warps_for(block_m * block_n, dtype))
+    block_n = min(block_n, max_fused)
+    kernel = _softmax_bwd_looped_kernel if backward else _softmax_fwd_online_kernel
+    return kernel, (profile.capped_grid(n_rows),), dict(
+        meta, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n, dtype))
+
+
 def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile) -> torch.Tensor:
     check_inputs(op, profile, DTYPES, x=x)
-    x2 = _as_rows(x)
+    x2, n_rows, n_cols = _rows(x)
     y = torch.empty_like(x2)
-    n_rows, n_cols = x2.shape
     if x2.numel() == 0:
-        return y.reshape(x.shape)  # no launch: a zero grid crashes some backends
-    max_fused = profile.max_fused_elements(x.dtype)
-    block_n = next_power_of_2(n_cols)
-    common = dict(LOG=log, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(x.dtype))
-    if block_n <= max_fused and not online:
-        block_m = _fused_rows(profile, max_fused, n_rows, block_n, x.dtype)
-        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        launch(_softmax_fwd_fused_kernel, grid,
-            x2, y, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
-            GRID_STRIDE=grid_stride,
-            num_warps=profile.num_warps_for(block_m * block_n, x.dtype), **common)
-    else:
-        block_n = min(block_n, max_fused)
-        grid = (profile.capped_grid(n_rows),)
-        launch(_softmax_fwd_online_kernel, grid,
-            x2, y, n_rows, n_cols, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_n, x.dtype), **common)
-    return y.reshape(x.shape)
+        return y  # no launch: a zero grid crashes some backends
+    kernel, grid, meta = _plan(profile, False, online, n_rows, n_cols, x.dtype,
+                               profile.max_fused_elements(x.dtype))
+    launch(kernel, grid, x2, y, n_rows, n_cols, LOG=log, **meta)
+    return y
 
 
 def softmax(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
@@ -286,30 +294,17 @@ def _backward(dy: torch.Tensor, y: torch.Tensor, looped: bool, profile: Profile)
     if dy.shape != y.shape:
         raise ShapeMismatchError(f"softmax_backward: dy and y must have the same shape, got "
                                  f"dy={tuple(dy.shape)}, y={tuple(y.shape)}")
-    dy2, y2 = _as_rows(dy), _as_rows(y)
+    dy2, n_rows, n_cols = _rows(dy)
+    y2 = y.contiguous()
     dx = torch.empty_like(dy2)
-    n_rows, n_cols = dy2.shape
     if dy2.numel() == 0:
-        return dx.reshape(dy.shape)
+        return dx
     # Both inputs are held at once: size the block by the wider of the two dtypes.
     max_fused = min(profile.max_fused_elements(dy.dtype), profile.max_fused_elements(y.dtype))
-    block_n = next_power_of_2(n_cols)
     wide = torch.promote_types(dy.dtype, y.dtype)
-    common = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(wide))
-    if block_n <= max_fused and not looped:
-        block_m = _fused_rows(profile, max_fused, n_rows, block_n, wide)
-        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        launch(_softmax_bwd_fused_kernel, grid,
-            dy2, y2, dx, n_rows, n_cols, BLOCK_M=block_m, BLOCK_N=block_n,
-            GRID_STRIDE=grid_stride,
-            num_warps=profile.num_warps_for(block_m * block_n, wide), **common)
-    else:
-        block_n = min(block_n, max_fused)
-        grid = (profile.capped_grid(n_rows),)
-        launch(_softmax_bwd_looped_kernel, grid,
-            dy2, y2, dx, n_rows, n_cols, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_n, wide), **common)
-    return dx.reshape(dy.shape)
+    kernel, grid, meta = _plan(profile, True, looped, n_rows, n_cols, wide, max_fused)
+    launch(kernel, grid, dy2, y2, dx, n_rows, n_cols, **meta)
+    return dx
 
 
 def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, profile: Profile) -> torch.Tensor:

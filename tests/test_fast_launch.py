@@ -9,6 +9,7 @@ from kernels import fast_launch
 from kernels.fast_launch import _argument_key, launch
 from triton_cts.execution import launches
 from triton_cts.execution.launches import interpreted, record_launches
+from triton_cts.profiles import load_profiles
 
 GPU = torch.cuda.is_available()
 
@@ -86,3 +87,47 @@ def test_direct_launches_match_tritons_and_are_recorded():
     launch(_scale_kernel, (8,), x, y[1:], 1000, 2.0, BLOCK=128)
     torch.testing.assert_close(y[1:], x * 2)
     assert len(fast_launch._PLANS) == 3
+
+
+def test_a_launch_plan_is_computed_once_per_profile_and_key():
+    """What a launcher reads from the profile is cached per (profile, key): a second call
+    does not recompute it, another key or another profile (even a derived one with the
+    same name) does, and clear() forgets it."""
+    calls = []
+
+    @fast_launch.launch_plan
+    def plan(profile, n, dtype):
+        calls.append((profile.name, n))
+        return profile.elementwise_block(dtype, n), profile.compute_units
+
+    base = load_profiles()["nvidia-sm90"]
+    fewer_units = base.derive(**{"limits.compute_units": 7})
+    assert plan(base, 64, torch.float32) == plan(base, 64, torch.float32)
+    assert len(calls) == 1
+    plan(base, 128, torch.float32)
+    assert plan(fewer_units, 64, torch.float32)[1] == 7
+    assert len(calls) == 3
+    fast_launch.clear()
+    plan(base, 64, torch.float32)
+    assert len(calls) == 4
+
+
+def test_launchers_return_their_outputs_in_the_callers_shape():
+    """The launchers pass tensors to the kernels without [rows, N] views: every output
+    must still have the shape the caller expects (checked without running a kernel)."""
+    from kernels.layer_norm import layer_norm, layer_norm_backward
+    from kernels.softmax import softmax
+
+    profile = load_profiles()["nvidia-sm90"]
+    with interpreted():
+        x = torch.randn(2, 3, 16)
+        w, b = torch.randn(16), torch.randn(16)
+        out = layer_norm(x, w, b, profile=profile)
+        assert out.y.shape == x.shape and out.rstd.shape == out.mean.shape == (2, 3)
+        dx, dw, db = layer_norm_backward(torch.randn_like(x), x, w, b, out.mean, out.rstd,
+                                         profile=profile)
+        assert dx.shape == x.shape and dw.shape == db.shape == (16,)
+        torch.testing.assert_close(out.y, torch.nn.functional.layer_norm(x, (16,), w, b),
+                                   atol=1e-5, rtol=1e-5)
+        assert softmax(torch.randn(5), profile=profile).shape == (5,)
+        assert softmax(torch.tensor(2.0), profile=profile).shape == ()

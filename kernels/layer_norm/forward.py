@@ -30,7 +30,7 @@ from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows
                     _row_block, _row_offsets, _tile_offsets, _tiled_block, _to_acc)
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import launch
+from ..fast_launch import launch, launch_plan
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -253,38 +253,34 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     if seed is not None and not 0 <= int(seed) < 2**63:
         raise ValueError(f"{op}: seed must be in [0, 2^63), got {seed}")
 
-    n_rows = x.shape[:-1].numel()
-    x2 = x.contiguous().reshape(n_rows, n_cols)
-    y = torch.empty_like(x2)
+    # Every tensor is allocated in its final shape and passed as is: the kernels take
+    # pointers and (n_rows, N), so no view is made per call (each costs microseconds).
     stat_shape = x.shape[:-1]
+    n_rows = stat_shape.numel()
+    x2 = x.contiguous()
+    y = torch.empty_like(x2)
     stat_dtype = _acc_dtype(x.dtype)
-    mean = None if rms else torch.empty(n_rows, dtype=stat_dtype, device=x.device)
-    rstd = torch.empty(n_rows, dtype=stat_dtype, device=x.device)
+    mean = None if rms else torch.empty(stat_shape, dtype=stat_dtype, device=x.device)
+    rstd = torch.empty(stat_shape, dtype=stat_dtype, device=x.device)
     transformed = residual is not None or rowscale is not None or has_dropout
     residual_out = None
     if transformed:
         res_dtype = residual.dtype if residual is not None else x.dtype
-        residual_out = torch.empty(n_rows, n_cols, dtype=res_dtype, device=x.device)
+        residual_out = torch.empty(x.shape, dtype=res_dtype, device=x.device)
     dropout_mask = None
     if has_dropout and return_dropout_mask:
-        dropout_mask = torch.empty(n_rows, n_cols, dtype=torch.bool, device=x.device)
-
-    def shaped() -> LayerNormOutput:
-        return LayerNormOutput(
-            y.view(x.shape), None if mean is None else mean.view(stat_shape),
-            rstd.view(stat_shape),
-            None if residual_out is None else residual_out.view(x.shape),
-            None if dropout_mask is None else dropout_mask.view(x.shape))
+        dropout_mask = torch.empty(x.shape, dtype=torch.bool, device=x.device)
+    out = LayerNormOutput(y, mean, rstd, residual_out, dropout_mask)
 
     if n_rows == 0 or n_cols == 0:
         # no launch; the statistics of an empty row are 0/0
         if mean is not None:
             mean.fill_(float("nan"))
         rstd.fill_(float("nan"))
-        return shaped()
+        return out
 
-    res2 = residual.contiguous().view(n_rows, n_cols) if residual is not None else None
-    scale2 = rowscale.contiguous().view(n_rows) if rowscale is not None else None
+    res2 = residual.contiguous() if residual is not None else None
+    scale2 = rowscale.contiguous() if rowscale is not None else None
     w = weight.contiguous()
     b = bias.contiguous() if bias is not None else None
     # unused pointers get a valid tensor: the flags keep the kernel from touching them
@@ -295,27 +291,32 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
               mean if mean is not None else rstd, rstd,
               n_rows, n_cols, float(eps), float(dropout_p), *_dropout_scale_parts(dropout_p),
               int(seed) if seed is not None else 0)
-    flags = dict(IS_RMS=rms, HAS_BIAS=b is not None, HAS_RESIDUAL=res2 is not None,
-                 STORE_RESIDUAL_OUT=residual_out is not None, HAS_ROWSCALE=scale2 is not None,
-                 HAS_DROPOUT=has_dropout, STORE_DROPOUT_MASK=dropout_mask is not None,
-                 RNG_32BIT=profile.rng_counter_bits == 32,
-                 SELECT_LOADS=profile.select_loads, COMPUTE_FP64=x.dtype == torch.float64)
-    if _fits_fused(n_cols, x.dtype, profile, has_dropout):
+    kernel, grid, meta = _forward_plan(profile, n_rows, n_cols, x.dtype, has_dropout)
+    launch(kernel, grid, *common, **meta,
+           IS_RMS=rms, HAS_BIAS=b is not None, HAS_RESIDUAL=res2 is not None,
+           STORE_RESIDUAL_OUT=residual_out is not None, HAS_ROWSCALE=scale2 is not None,
+           HAS_DROPOUT=has_dropout, STORE_DROPOUT_MASK=dropout_mask is not None)
+    return out
+
+
+@launch_plan
+def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                  has_dropout: bool) -> tuple:
+    """(kernel, grid, constexprs and options from the profile) of a forward launch."""
+    meta = dict(RNG_32BIT=profile.rng_counter_bits == 32, SELECT_LOADS=profile.select_loads,
+                COMPUTE_FP64=dtype == torch.float64)
+    if _fits_fused(n_cols, dtype, profile, has_dropout):
         block_n = next_power_of_2(n_cols)
-        block_m = _row_block(n_rows, block_n, _forward_tile(x.dtype, profile, has_dropout),
+        block_m = _row_block(n_rows, block_n, _forward_tile(dtype, profile, has_dropout),
                              profile)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        launch(_layer_norm_fwd_fused_kernel, grid,
-            *common, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
+        return _layer_norm_fwd_fused_kernel, grid, dict(
+            meta, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
             GRID_STRIDE=grid_stride, PAIRED_SUMS=profile.multi_operand_reduce,
-            num_warps=profile.num_warps_for(block_m * block_n, x.dtype),
-            **flags)
-    else:
-        block_n, num_warps = _tiled_block(n_cols, x.dtype, profile)
-        grid = (profile.capped_grid(n_rows),)
-        launch(_layer_norm_fwd_tiled_kernel, grid, *common, BLOCK_N=block_n, num_warps=num_warps,
-               **flags)
-    return shaped()
+            num_warps=profile.num_warps_for(block_m * block_n, dtype))
+    block_n, num_warps = _tiled_block(n_cols, dtype, profile)
+    return (_layer_norm_fwd_tiled_kernel, (profile.capped_grid(n_rows),),
+            dict(meta, BLOCK_N=block_n, num_warps=num_warps))
 
 
 def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

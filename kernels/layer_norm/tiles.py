@@ -306,7 +306,8 @@ def _check_dropout_p(op: str, dropout_p: float) -> None:
 
 # ---- the backward's arguments, checked, with its outputs allocated ----------------------
 class _Backward(NamedTuple):
-    """Validated, contiguous 2-D backward operands and the outputs to fill."""
+    """Validated, contiguous backward operands and the outputs to fill, in the caller's
+    shapes (the kernels take pointers and (n_rows, n_cols): no view is made per call)."""
     dy: torch.Tensor
     x: torch.Tensor
     weight: torch.Tensor
@@ -319,7 +320,8 @@ class _Backward(NamedTuple):
     dresidual: torch.Tensor | None
     dweight: torch.Tensor
     dbias: torch.Tensor | None
-    shape: torch.Size
+    n_rows: int
+    n_cols: int
     flags: dict
 
 
@@ -348,18 +350,19 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
         raise ValueError(f"{op}: dropout_p > 0 needs the forward's dropout_mask")
 
     n_rows = x.shape[:-1].numel()
-    flat = (lambda t, *s: None if t is None else t.contiguous().reshape(*s))
-    dx = torch.empty(n_rows, n_cols, dtype=x.dtype, device=x.device)
+    flat = (lambda t: None if t is None else t.contiguous())
+    x = x.contiguous()
+    dx = torch.empty_like(x)
     acc = _acc_dtype(x.dtype)
     prep = _Backward(
-        dy=flat(dy, n_rows, n_cols), x=flat(x, n_rows, n_cols), weight=weight.contiguous(),
-        mean=None if rms else flat(mean, n_rows), rstd=flat(rstd, n_rows),
-        rowscale=flat(rowscale, n_rows), dropout_mask=flat(dropout_mask, n_rows, n_cols),
-        dresidual_out=flat(dresidual_out, n_rows, n_cols),
+        dy=flat(dy), x=x, weight=weight.contiguous(),
+        mean=None if rms else flat(mean), rstd=flat(rstd),
+        rowscale=flat(rowscale), dropout_mask=flat(dropout_mask),
+        dresidual_out=flat(dresidual_out),
         dx=dx, dresidual=torch.empty_like(dx) if has_residual else None,
         dweight=torch.empty(n_cols, dtype=weight.dtype, device=x.device),
         dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=x.device),
-        shape=x.shape,
+        n_rows=n_rows, n_cols=n_cols,
         flags=dict(IS_RMS=rms, HAS_BIAS=bias is not None, HAS_ROWSCALE=rowscale is not None,
                    HAS_DROPOUT=dropout_mask is not None,
                    HAS_DRESIDUAL_OUT=dresidual_out is not None, STORE_DRESIDUAL=has_residual,
@@ -382,5 +385,5 @@ def _row_operands(p: _Backward) -> tuple:
 
 def _grads(p: _Backward) -> tuple:
     # plain tuples: harnesses rebuild outputs with type(out)(iterable)
-    grads = (p.dx.view(p.shape), p.dweight, p.dbias)
-    return grads if p.dresidual is None else grads + (p.dresidual.view(p.shape),)
+    grads = (p.dx, p.dweight, p.dbias)
+    return grads if p.dresidual is None else grads + (p.dresidual,)
