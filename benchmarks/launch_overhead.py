@@ -2,7 +2,8 @@
 
 Per-call CPU time of each launcher, on a shape small enough that the GPU is never the
 limit (8 x 1024): what a Python caller pays per call beyond the kernel. Three numbers per
-op, each the mean over ``--calls`` back-to-back calls with one synchronization at the end:
+op, each the mean over ``--calls`` back-to-back calls with one synchronization at the end,
+the fastest of five such rounds:
 
 - ``ours``: the launcher as users call it;
 - ``ours, launch stubbed``: the same with Triton's ``JITFunction.run`` and the direct call
@@ -23,15 +24,23 @@ import torch
 SHAPE = (8, 1024)
 
 
+#: Rounds of ``calls`` timed per number; the fastest is reported. On shared GPU hosts one
+#: round of the same launcher varied by up to 1.5x (other processes take the CPU).
+ROUNDS = 5
+
+
 def per_call_us(fn, calls: int) -> float:
     for _ in range(20):  # warm-up: compile, caches
         fn()
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
 
 
 def main(argv=None) -> int:
@@ -68,7 +77,8 @@ def main(argv=None) -> int:
         theirs = per_call_us(bench.torch_eager, args.calls)
         rows.append([op, f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}", f"{theirs:.1f}"])
         print(" | ".join(rows[-1]), flush=True)
-    print(f"profile {profile.name}, {args.dtype}, shape {SHAPE}, mean of {args.calls} calls")
+    print(f"profile {profile.name}, {args.dtype}, shape {SHAPE}, mean of {args.calls} calls, "
+          f"fastest of {ROUNDS} rounds")
     print(tabulate(rows, headers=["op", "ours us/call", "ours, launch stubbed",
                                   "launch path", "torch us/call"]))
     return 0
