@@ -7,6 +7,7 @@ import warnings
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 from tests.helpers import run_pytest
 from tests.planted import compile_faults, npu_io_faults
@@ -163,6 +164,27 @@ def test_io_lint_rules(kernel, args, rule):
     launch = Launch(kernel, args, {"BLOCK_SIZE": 256}, launched=False)
     findings = npu_lint.lint_ttir(npu_lint.upstream_ttir(launch), NPU, launch.name)
     assert [f.split(":")[0] for f in findings] == [rule], findings
+
+
+@triton.jit
+def _sibling_loops_kernel(X, Y, N, BLOCK_SIZE: tl.constexpr):
+    for start in range(0, N, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        tl.store(Y + cols, tl.load(X + cols, mask=cols < N), mask=cols < N)
+    for i in range(0, 2):
+        cols = N - 1 - i     # a scalar named like the first loop's tensor
+        tl.store(Y + cols, tl.load(X + cols))
+
+
+def test_io_lint_scopes_names_by_region():
+    """Triton names values after source variables, so sibling loops print the same SSA
+    name (%cols) twice: the first loop's load must be judged by its own %cols (affine in
+    the lane), not by the scalar the second loop defines (a broadcast pointer)."""
+    launch = Launch(_sibling_loops_kernel, (torch.randn(256), torch.randn(256), 256),
+                    {"BLOCK_SIZE": 64}, launched=False)
+    ttir = npu_lint.upstream_ttir(launch)
+    assert ttir.count("%cols = ") == 2, "the kernel no longer reuses the name: rewrite it"
+    assert npu_lint.lint_ttir(ttir, NPU, launch.name) == []
 
 
 def test_npu_compile_is_supported_here_and_names_the_missing_toolchain(monkeypatch):

@@ -112,29 +112,64 @@ _ITER = re.compile(r"(%[\w.$-]+)\s*=\s*(%[\w.$-]+)")
 
 def parse(ttir: str) -> tuple[dict[str, Op], list[Op], dict[str, str]]:
     """(definitions by SSA name, loads and stores and program ids in order, loop-carried
-    block arguments -> their initial values)."""
+    block arguments -> their initial values).
+
+    Sibling regions may reuse a name (Triton names values after the source variable, so
+    two loops that both assign ``cols`` print ``%cols`` twice): names are scoped by the
+    region braces, and a redefinition gets a unique name (``%cols@2``) that its uses in
+    that region resolve to."""
     defs: dict[str, Op] = {}
     uses: list[Op] = []
     aliases: dict[str, str] = {}
+    scopes: list[dict[str, str]] = [{}]
+    seen: dict[str, int] = {}
+
+    def declare(name: str) -> str:
+        seen[name] = seen.get(name, 0) + 1
+        unique = name if seen[name] == 1 else f"{name}@{seen[name]}"
+        scopes[-1][name] = unique
+        return unique
+
+    def resolve(operand: str) -> str:
+        base, _, index = operand.partition("#")
+        for scope in reversed(scopes):
+            if base in scope:
+                return scope[base] + (f"#{index}" if index else "")
+        return operand
+
     for raw in ttir.splitlines():
         line = re.sub(r"\s+loc\(.*\)\s*$", "", raw)
+        stripped = line.strip()
+        if stripped.startswith("}") and len(scopes) > 1:
+            scopes.pop()
+        opens_region = stripped.endswith("{")
         m = _FOR.match(line)
         if m:
+            if m.group(1):
+                declare(m.group(1))
+            inits = []
             if "iter_args(" in line:
                 inner = line.split("iter_args(", 1)[1].split(")", 1)[0]
-                aliases.update(dict(_ITER.findall(inner)))
+                inits = [(arg, resolve(init)) for arg, init in _ITER.findall(inner)]
+            scopes.append({})
+            declare(m.group(2))                     # the induction variable
+            for arg, init in inits:
+                aliases[declare(arg)] = init
             continue
         m = _DEF.match(line)
         if m:
             name, opname, rest = m.group(1), m.group(2).strip('"'), m.group(3)
             op = _make_op(opname, rest, line)
-            defs[name] = op
+            op = Op(op.name, tuple(resolve(o) for o in op.operands), op.result_type, op.text)
+            defs[declare(name)] = op
             if opname == "tt.get_program_id":
                 uses.append(op)
-            continue
-        stripped = line.strip()
-        if stripped.startswith("tt.store "):
-            uses.append(_make_op("tt.store", stripped[len("tt.store"):], line))
+        elif stripped.startswith("tt.store "):
+            op = _make_op("tt.store", stripped[len("tt.store"):], line)
+            uses.append(Op(op.name, tuple(resolve(o) for o in op.operands), op.result_type,
+                           op.text))
+        if opens_region:
+            scopes.append({})
     uses = [defs_op for defs_op in _loads(defs)] + uses
     return defs, uses, aliases
 
