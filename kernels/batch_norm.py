@@ -43,7 +43,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import launch
+from .fast_launch import launch, launch_plan
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -339,27 +339,9 @@ def batch_norm_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.T
     weight = weight.contiguous() if weight is not None else None
     bias = bias.contiguous() if bias is not None else None
 
-    block_r, block_c, block_l = _tile_shape(profile, x.dtype, n_batch, n_chan, n_inner)
-    n_tiles_l = cdiv(n_inner, block_l)
-    n_tiles = cdiv(n_batch, block_r) * n_tiles_l
-    n_blocks = cdiv(n_chan, block_c)
-    num_warps = profile.num_warps_for(block_r * block_c * block_l)
-    # Split each channel block over enough programs to give every compute unit as many
-    # warps as one block may hold (a few channels still fill the device), never into more
-    # parts than it has tiles. The partial buffers are sized from that.
-    programs = profile.compute_units * max(1, profile.max_num_warps // num_warps)
-    n_splits = max(1, min(n_tiles, cdiv(programs, n_blocks)))
+    n_splits, grid, shape_args, tile, block_s = _plan(profile, n_batch, n_chan, n_inner, x.dtype)
     partial = torch.empty((4, n_splits, n_chan), dtype=stat_dtype, device=x.device)
-    grid = (profile.capped_grid(n_blocks * n_splits),)
-    acc = tl.float64 if stat_dtype == torch.float64 else tl.float32
-    shape_args = (n_batch, n_chan, n_inner, n_splits, n_tiles_l, n_tiles)
-    tile = dict(BLOCK_R=block_r, BLOCK_C=block_c, BLOCK_L=block_l,
-                SELECT_LOADS=profile.select_loads, ACC_DTYPE=acc, num_warps=num_warps)
-
     launch(_batch_norm_stats_kernel, grid, x, partial, *shape_args, **tile)
-    # The merge reads [BLOCK_S, BLOCK_C] blocks of partials: keep them within a block too.
-    block_s = min(next_power_of_2(n_splits),
-                  max(1, profile.elementwise_block(stat_dtype) // block_c))
     launch(_batch_norm_apply_kernel, grid,
         x, y, partial,
         weight if weight is not None else save_mean,   # placeholders are never read
@@ -376,3 +358,30 @@ def batch_norm_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.T
     if running_var is not None and rv is not running_var:
         running_var.copy_(rv)
     return y, save_mean, save_invstd, running_mean, running_var
+
+
+@launch_plan
+def _plan(profile: Profile, n_batch: int, n_chan: int, n_inner: int,
+          dtype: torch.dtype) -> tuple:
+    """(splits S per channel block, grid, the kernels' size arguments, their shared
+    constexprs and num_warps, BLOCK_S) of :func:`batch_norm_train` on [N, C, L] ``dtype``."""
+    block_r, block_c, block_l = _tile_shape(profile, dtype, n_batch, n_chan, n_inner)
+    n_tiles_l = cdiv(n_inner, block_l)
+    n_tiles = cdiv(n_batch, block_r) * n_tiles_l
+    n_blocks = cdiv(n_chan, block_c)
+    num_warps = profile.num_warps_for(block_r * block_c * block_l)
+    # Split each channel block over enough programs to give every compute unit as many
+    # warps as one block may hold (a few channels still fill the device), never into more
+    # parts than it has tiles. The partial buffers are sized from that.
+    programs = profile.compute_units * max(1, profile.max_num_warps // num_warps)
+    n_splits = max(1, min(n_tiles, cdiv(programs, n_blocks)))
+    grid = (profile.capped_grid(n_blocks * n_splits),)
+    stat_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    acc = tl.float64 if stat_dtype == torch.float64 else tl.float32
+    shape_args = (n_batch, n_chan, n_inner, n_splits, n_tiles_l, n_tiles)
+    tile = dict(BLOCK_R=block_r, BLOCK_C=block_c, BLOCK_L=block_l,
+                SELECT_LOADS=profile.select_loads, ACC_DTYPE=acc, num_warps=num_warps)
+    # The merge reads [BLOCK_S, BLOCK_C] blocks of partials: keep them within a block too.
+    block_s = min(next_power_of_2(n_splits),
+                  max(1, profile.elementwise_block(stat_dtype) // block_c))
+    return n_splits, grid, shape_args, tile, block_s

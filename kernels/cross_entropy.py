@@ -40,7 +40,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import launch
+from .fast_launch import launch, launch_plan
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.int32, torch.int64)
@@ -310,68 +310,81 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
     _check(op, logits, labels, reduction, profile)
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    # The kernels take pointers and (n_rows, n_cols): every tensor keeps the caller's shape.
     n_cols = logits.shape[-1]
-    x = logits.contiguous().reshape(-1, n_cols)
-    y = labels.contiguous().reshape(-1)
-    n_rows = x.shape[0]
+    x = logits.contiguous()
+    y = labels.contiguous()
+    n_rows = x.numel() // n_cols
     loss_dtype = _loss_dtype(logits.dtype)
     dx = torch.empty_like(x)
-    losses = torch.empty(n_rows, dtype=loss_dtype, device=x.device)
+    losses = torch.empty(labels.shape, dtype=loss_dtype, device=x.device)
     mean = reduction == "mean"
     n_valid = torch.empty(1, dtype=loss_dtype, device=x.device)
     out = losses if reduction == "none" else torch.empty((), dtype=loss_dtype, device=x.device)
     if n_rows == 0:  # no launch; torch: the sum of nothing is 0, its mean 0/0
         if reduction != "none":
             out.fill_(float("nan") if mean else 0.0)
-        return out.reshape(labels.shape) if reduction == "none" else out, dx.view(logits.shape)
-    small = profile.elementwise_block(torch.float32)
+        return out, dx
+    kernel, grid, meta, single = _plan(profile, n_rows, n_cols, logits.dtype, tiled,
+                                       float(label_smoothing) > 0)
     if mean:
-        launch(_count_valid_kernel, (1,), y, n_valid, n_rows, int(ignore_index), BLOCK=small,
-               num_warps=profile.num_warps_for(small))
-    common = dict(MEAN=mean, SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc(logits.dtype))
-    args = (x, y, losses, dx, n_valid, n_rows, n_cols, int(ignore_index),
-            float(label_smoothing))
+        launch(_count_valid_kernel, (1,), y, n_valid, n_rows, int(ignore_index), **single)
+    launch(kernel, grid, x, y, losses, dx, n_valid, n_rows, n_cols, int(ignore_index),
+           float(label_smoothing), MEAN=mean, **meta)
+    if reduction != "none":
+        launch(_sum_losses_kernel, (1,), losses, n_valid, out, n_rows, MEAN=mean, **single)
+    return out, dx
+
+
+@launch_plan
+def _plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled: bool,
+          smoothing: bool) -> tuple:
+    """(kernel, grid, constexprs and options from the profile) of the loss kernel over
+    logits of ``dtype``, and the block and num_warps of the one-program count and sum."""
+    small = profile.elementwise_block(torch.float32)
+    single = dict(BLOCK=small, num_warps=profile.num_warps_for(small))
+    meta = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc(dtype))
+    loss_dtype = _loss_dtype(dtype)
     max_fused = profile.max_fused_elements(loss_dtype)  # a held row is float32 (float64)
     block_v = next_power_of_2(n_cols)
     if block_v <= max_fused and not tiled:
         block_m = _fused_rows(profile, n_rows, block_v, loss_dtype)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        launch(_ce_fused_kernel, grid, *args, BLOCK_M=block_m, BLOCK_V=block_v,
-               GRID_STRIDE=grid_stride,
-               num_warps=profile.num_warps_for(block_m * block_v, x.dtype),
-               **common)
-    else:
-        grid = (profile.capped_grid(n_rows),)
-        # a tile of MAX_FUSED_SIZE; with label smoothing the pass holds a second tile of
-        # temporaries (the terms of the row's sum of x), and half the fused size keeps it
-        # within MAX_FUSED_SIZE's budget (a 4096-element float32 tile with the label's pick
-        # as a second one needed 204864 bytes of the Ascend 910B's 196608-byte unified
-        # buffer). On an H100 (bf16, 8192 x 128256, CUDA graphs) 16384-column tiles ran in
-        # 2.26 ms, 8192-column ones in 2.51 ms
-        smoothing = float(label_smoothing) > 0
-        block_v = min(block_v, max(1, max_fused // 2 if smoothing else max_fused))
-        launch(_ce_tiled_kernel, grid, *args, BLOCK_V=block_v, HAS_SMOOTHING=smoothing,
-               num_warps=profile.num_warps_for(block_v, x.dtype), **common)
-    if reduction != "none":
-        launch(_sum_losses_kernel, (1,), losses, n_valid, out, n_rows, BLOCK=small, MEAN=mean,
-               num_warps=profile.num_warps_for(small))
-        return out, dx.view(logits.shape)
-    return out.reshape(labels.shape), dx.view(logits.shape)
+        return _ce_fused_kernel, grid, dict(
+            meta, BLOCK_M=block_m, BLOCK_V=block_v, GRID_STRIDE=grid_stride,
+            num_warps=profile.num_warps_for(block_m * block_v, dtype)), single
+    # a tile of MAX_FUSED_SIZE; with label smoothing the pass holds a second tile of
+    # temporaries (the terms of the row's sum of x), and half the fused size keeps it
+    # within MAX_FUSED_SIZE's budget (a 4096-element float32 tile with the label's pick
+    # as a second one needed 204864 bytes of the Ascend 910B's 196608-byte unified
+    # buffer). On an H100 (bf16, 8192 x 128256, CUDA graphs) 16384-column tiles ran in
+    # 2.26 ms, 8192-column ones in 2.51 ms
+    block_v = min(block_v, max(1, max_fused // 2 if smoothing else max_fused))
+    return _ce_tiled_kernel, (profile.capped_grid(n_rows),), dict(
+        meta, BLOCK_V=block_v, HAS_SMOOTHING=smoothing,
+        num_warps=profile.num_warps_for(block_v, dtype)), single
 
 
 def scale_gradient(dlogits: torch.Tensor, grad_loss: torch.Tensor, *, profile: Profile):
     """``dlogits * grad_loss`` (one upstream value, or one a row for "none"), new tensor."""
     n_cols = dlogits.shape[-1] if dlogits.dim() else 1
-    g = dlogits.contiguous().reshape(-1, n_cols)
-    scale = grad_loss.contiguous().reshape(-1)
+    g = dlogits.contiguous()
     out = torch.empty_like(g)
     if g.numel() == 0:
-        return out.view(dlogits.shape)
-    block = min(profile.elementwise_block(g.dtype), next_power_of_2(n_cols))
-    grid = (profile.capped_grid(g.shape[0]),)
-    launch(_scale_rows_kernel, grid, g, scale, out, g.shape[0], n_cols, BLOCK=block,
-           PER_ROW=grad_loss.dim() > 0, num_warps=profile.num_warps_for(block))
-    return out.view(dlogits.shape)
+        return out
+    n_rows = g.numel() // n_cols
+    grid, meta = _scale_plan(profile, n_rows, n_cols, g.dtype)
+    launch(_scale_rows_kernel, grid, g, grad_loss.contiguous(), out, n_rows, n_cols,
+           PER_ROW=grad_loss.dim() > 0, **meta)
+    return out
+
+
+@launch_plan
+def _scale_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype) -> tuple:
+    """(grid, block and num_warps) of :func:`scale_gradient`."""
+    block = min(profile.elementwise_block(dtype), next_power_of_2(n_cols))
+    return (profile.capped_grid(n_rows),), dict(BLOCK=block,
+                                                num_warps=profile.num_warps_for(block))
 
 
 class CrossEntropyFunction(torch.autograd.Function):

@@ -14,10 +14,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .grid_stride import block_range, launch_grid
+from .grid_stride import block_range, elementwise_plan
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs, check_same_shape
-from triton_cts.profiles import Profile, cdiv
-from .fast_launch import launch, launch_plan
+from triton_cts.profiles import Profile
+from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -77,17 +77,8 @@ def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: t
     n = out.numel()
     if n == 0:
         return  # no launch: a zero grid crashes some backends
-    grid, meta = _elementwise_plan(profile, n, out.dtype)
+    grid, meta = elementwise_plan(profile, n, out.dtype)
     launch(kernel, grid, *tensors, out, n, **meta)
-
-
-@launch_plan
-def _elementwise_plan(profile: Profile, n: int, dtype: torch.dtype) -> tuple:
-    """(grid, constexprs and num_warps) of an elementwise launch over ``n`` elements."""
-    block = profile.elementwise_block(dtype, n)
-    grid, grid_stride = launch_grid(profile, cdiv(n, block))
-    return grid, dict(BLOCK_SIZE=block, COMPUTE_FP64=dtype == torch.float64,
-                      GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(block))
 
 
 def gelu(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:

@@ -25,10 +25,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .grid_stride import block_range, launch_grid
+from .grid_stride import block_range, elementwise_plan
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
-from triton_cts.profiles import Profile, cdiv
+from triton_cts.profiles import Profile
 from .fast_launch import launch
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -133,12 +133,8 @@ def _launch(kernel, act: int, profile: Profile, outs: tuple, *tensors: torch.Ten
     n = outs[0].numel()
     if n == 0:
         return  # no launch: a zero grid crashes some backends
-    dtype = outs[0].dtype
-    block = profile.elementwise_block(dtype, n)
-    grid, grid_stride = launch_grid(profile, cdiv(n, block))
-    launch(kernel, grid, *tensors, *outs, n, BLOCK_SIZE=block, ACT=act,
-           COMPUTE_FP64=dtype == torch.float64, GRID_STRIDE=grid_stride,
-           num_warps=profile.num_warps_for(block))
+    grid, meta = elementwise_plan(profile, n, outs[0].dtype)
+    launch(kernel, grid, *tensors, *outs, n, ACT=act, **meta)
 
 
 def _forward(op: str, act: int, a: torch.Tensor, b: torch.Tensor, profile: Profile):

@@ -1,8 +1,10 @@
 """The loop every capped-grid kernel runs over its blocks of work, and its launch grid."""
+import torch
 import triton
 import triton.language as tl
 
-from triton_cts.profiles import Profile
+from triton_cts.profiles import Profile, cdiv
+from .fast_launch import launch_plan
 
 
 @triton.jit
@@ -24,3 +26,14 @@ def launch_grid(profile: Profile, blocks: int) -> tuple[tuple[int], bool]:
     the profile's MAX_GRID_NUM, and whether its programs must then walk several blocks."""
     programs = profile.capped_grid(blocks)
     return (programs,), programs < blocks
+
+
+@launch_plan
+def elementwise_plan(profile: Profile, n: int, dtype: torch.dtype) -> tuple:
+    """(grid, constexprs and num_warps) of an elementwise launch over ``n`` elements of
+    ``dtype``: BLOCK_SIZE, COMPUTE_FP64 and GRID_STRIDE, computed once per profile, size
+    and dtype."""
+    block = profile.elementwise_block(dtype, n)
+    grid, grid_stride = launch_grid(profile, cdiv(n, block))
+    return grid, dict(BLOCK_SIZE=block, COMPUTE_FP64=dtype == torch.float64,
+                      GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(block))

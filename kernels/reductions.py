@@ -47,7 +47,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import launch
+from .fast_launch import launch, launch_plan
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_DTYPES = FLOATS + (torch.int32, torch.int64)
@@ -397,28 +397,81 @@ def _split_rows(profile: Profile, dtype: torch.dtype, M: int, N: int) -> tuple[i
     return block_n, n_chunks, blocks_per_chunk * block_n
 
 
+def _constants(profile: Profile, op: str, dtype: torch.dtype) -> tuple[dict, torch.dtype]:
+    """(the constexprs every launch of ``op`` ("max" or "prod") takes, the dtype of its
+    partials)."""
+    if op == "max":
+        # partials stay in x's dtype, which is exact for max
+        return dict(LOWEST=_lowest(dtype), HALF_TO_FP32=dtype in (torch.float16, torch.bfloat16),
+                    SELECT_LOADS=profile.select_loads), dtype
+    fp64 = _multiply_in_float64(dtype, profile)
+    return (dict(COMPUTE_FP64=fp64, SELECT_LOADS=profile.select_loads),
+            torch.float64 if fp64 else torch.float32)
+
+
+@launch_plan
+def _all_plan(profile: Profile, op: str, n: int, dtype: torch.dtype) -> tuple:
+    """(programs, partials' dtype, stage-1 constexprs and num_warps, stage-2 ones) of
+    max_all or prod_all over ``n`` elements: stage 1 gives one partial per program, and
+    one program folds them when there are several."""
+    constants, partial_dtype = _constants(profile, op, dtype)
+    block = profile.elementwise_block(dtype, n)
+    grid = profile.capped_grid(cdiv(n, block))
+    block2 = profile.elementwise_block(partial_dtype, grid)
+    return (grid, partial_dtype,
+            dict(constants, BLOCK_SIZE=block, num_warps=profile.num_warps_for(block)),
+            dict(constants, BLOCK_SIZE=block2, num_warps=profile.num_warps_for(block2)))
+
+
+@launch_plan
+def _dim_plan(profile: Profile, op: str, M: int, N: int, dtype: torch.dtype) -> tuple:
+    """(n_chunks, chunk_size, partials' dtype, then the grid and constexprs of each launch)
+    of max_dim or prod_dim over [M, N]: n_chunks 0 where whole rows fit one block (one
+    launch of the rows kernel); else the chunks kernel, and with several chunks a row, the
+    same kernel over each row's partials."""
+    constants, partial_dtype = _constants(profile, op, dtype)
+    if N <= profile.max_fused_elements(dtype):
+        # whole rows per block; several rows per program when rows are short
+        block_n = next_power_of_2(N)
+        block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(dtype) // block_n))
+        return 0, 0, partial_dtype, (profile.capped_grid(cdiv(M, block_m)),), dict(
+            constants, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=profile.num_warps_for(block_m * block_n)), None, None
+    # long rows: stage 1 reduces (row, chunk) tiles to partials, stage 2 each row's partials
+    block_n, n_chunks, chunk_size = _split_rows(profile, dtype, M, N)
+    # max: stage 2 also loads the int64 indices, the wider load
+    block_c = profile.elementwise_block(torch.int64 if op == "max" else partial_dtype, n_chunks)
+    return (n_chunks, chunk_size, partial_dtype, (profile.capped_grid(M * n_chunks),),
+            dict(constants, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n)),
+            (profile.capped_grid(M),),
+            dict(constants, BLOCK_N=block_c, num_warps=profile.num_warps_for(block_c)))
+
+
+@launch_plan
+def _max_atomic_plan(profile: Profile, n: int, dtype: torch.dtype) -> tuple:
+    """(programs, constexprs and num_warps) of :func:`max_all_atomic` (LOWEST, -inf for
+    every float, is also the identity of the float32 accumulator of fp16/bf16)."""
+    block = profile.elementwise_block(dtype, n)
+    return profile.capped_grid(cdiv(n, block)), dict(
+        _constants(profile, "max", dtype)[0], BLOCK_SIZE=block,
+        IS_FLOAT=dtype.is_floating_point, num_warps=profile.num_warps_for(block))
+
+
 def max_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     """Maximum of every element of ``x`` (0-d tensor of x's dtype); NaN if any is NaN."""
     check_inputs("max_all", profile, MAX_DTYPES, x=x)
     if x.numel() == 0:
         raise RuntimeError("max_all: the max of an empty tensor is undefined (torch.max raises too)")
-    x = x.contiguous().reshape(-1)
+    x = x.contiguous()  # the kernel takes a pointer and a count: no flat view is made
     n = x.numel()
-    common = dict(LOWEST=_lowest(x.dtype), HALF_TO_FP32=x.dtype in (torch.float16, torch.bfloat16),
-                  SELECT_LOADS=profile.select_loads)
-    block = profile.elementwise_block(x.dtype, n)
-    grid = profile.capped_grid(cdiv(n, block))
+    grid, partial_dtype, meta, meta2 = _all_plan(profile, "max", n, x.dtype)
     out = torch.empty((), dtype=x.dtype, device=x.device)
-    # stage 1: one partial per program (the result itself when one program suffices);
-    # partials stay in x's dtype, which is exact for max
-    partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=x.dtype, device=x.device)
-    launch(_max_all_kernel, (grid,), x, partials, n, BLOCK_SIZE=block,
-           num_warps=profile.num_warps_for(block), **common)
+    # stage 1: one partial per program (the result itself when one program suffices)
+    partials = out if grid == 1 else torch.empty(grid, dtype=partial_dtype, device=x.device)
+    launch(_max_all_kernel, (grid,), x, partials, n, **meta)
     if grid > 1:
         # stage 2: one program folds the partials
-        block2 = profile.elementwise_block(x.dtype, grid)
-        launch(_max_all_kernel, (1,), partials, out.reshape(1), grid, BLOCK_SIZE=block2,
-               num_warps=profile.num_warps_for(block2), **common)
+        launch(_max_all_kernel, (1,), partials, out, grid, **meta2)
     return out
 
 
@@ -439,20 +492,15 @@ def max_all_atomic(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
         raise UnsupportedDtypeError(
             f"max_all_atomic: needs atomic_max on int32 for its NaN flag, which profile "
             f"'{profile.name}' does not list (atomics.max in {profile.source})")
-    x = x.contiguous().reshape(-1)
+    x = x.contiguous()
     n = x.numel()
-    acc = torch.full((1,), _lowest(acc_dtype), dtype=acc_dtype, device=x.device)
-    nan_flag = torch.zeros(1, dtype=torch.int32, device=x.device)
-    block = profile.elementwise_block(x.dtype, n)
-    grid = profile.capped_grid(cdiv(n, block))
-    launch(_max_all_atomic_kernel, (grid,),
-        x, acc, nan_flag, n, grid,
-        LOWEST=_lowest(acc_dtype), BLOCK_SIZE=block, HALF_TO_FP32=half, IS_FLOAT=is_float,
-        SELECT_LOADS=profile.select_loads, num_warps=profile.num_warps_for(block),
-    )
+    acc = torch.full((), _lowest(acc_dtype), dtype=acc_dtype, device=x.device)
+    nan_flag = torch.zeros((), dtype=torch.int32, device=x.device)
+    grid, meta = _max_atomic_plan(profile, n, x.dtype)
+    launch(_max_all_atomic_kernel, (grid,), x, acc, nan_flag, n, grid, **meta)
     if is_float:
         acc = torch.where(nan_flag.bool(), torch.full_like(acc, float("nan")), acc)
-    return acc.to(x.dtype).reshape(())
+    return acc.to(x.dtype)
 
 
 def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.Tensor]:
@@ -464,38 +512,29 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
                          "undefined (torch.max raises too)")
     x2, out_shape = _as_rows(x)
     M, N = x2.shape
-    values = torch.empty(M, dtype=x.dtype, device=x.device)
-    indices = torch.empty(M, dtype=torch.int64, device=x.device)
+    # allocated in the output shape: the kernels take pointers
+    values = torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    indices = torch.empty(out_shape, dtype=torch.int64, device=x.device)
     if M == 0:
-        return values.reshape(out_shape), indices.reshape(out_shape)
-    common = dict(LOWEST=_lowest(x.dtype), HALF_TO_FP32=x.dtype in (torch.float16, torch.bfloat16),
-                  SELECT_LOADS=profile.select_loads)
-    if N <= profile.max_fused_elements(x.dtype):
-        # whole rows per block; several rows per program when rows are short
-        block_n = next_power_of_2(N)
-        block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
-        grid = profile.capped_grid(cdiv(M, block_m))
-        launch(_max_dim_rows_kernel, (grid,),
-            x2, values, indices, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_m * block_n), **common)
-        return values.reshape(out_shape), indices.reshape(out_shape)
-    # long rows: stage 1 reduces (row, chunk) tiles to partials, stage 2 each row's partials
-    block_n, n_chunks, chunk_size = _split_rows(profile, x.dtype, M, N)
+        return values, indices
+    n_chunks, chunk_size, partial_dtype, grid, meta, grid2, meta2 = _dim_plan(
+        profile, "max", M, N, x.dtype)
+    if not n_chunks:
+        launch(_max_dim_rows_kernel, grid, x2, values, indices, M, N, x2.stride(0), **meta)
+        return values, indices
     if n_chunks == 1:
         part_v, part_i = values, indices
     else:
-        part_v = torch.empty((M, n_chunks), dtype=x.dtype, device=x.device)
+        part_v = torch.empty((M, n_chunks), dtype=partial_dtype, device=x.device)
         part_i = torch.empty((M, n_chunks), dtype=torch.int64, device=x.device)
-    grid = profile.capped_grid(M * n_chunks)
-    launch(_max_dim_chunks_kernel, (grid,),
+    launch(_max_dim_chunks_kernel, grid,
         x2, x2, part_v, part_i, M, N, x2.stride(0), n_chunks, chunk_size,
-        BLOCK_N=block_n, HAS_X_IDX=False, num_warps=profile.num_warps_for(block_n), **common)
+        HAS_X_IDX=False, **meta)
     if n_chunks > 1:
-        block_c = profile.elementwise_block(torch.int64, n_chunks)  # int64 indices: the wider load
-        launch(_max_dim_chunks_kernel, (profile.capped_grid(M),),
+        launch(_max_dim_chunks_kernel, grid2,
             part_v, part_i, values, indices, M, n_chunks, n_chunks, 1, n_chunks,
-            BLOCK_N=block_c, HAS_X_IDX=True, num_warps=profile.num_warps_for(block_c), **common)
-    return values.reshape(out_shape), indices.reshape(out_shape)
+            HAS_X_IDX=True, **meta2)
+    return values, indices
 
 
 def _multiply_in_float64(dtype: torch.dtype, profile: Profile) -> bool:
@@ -509,22 +548,14 @@ def prod_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     out = torch.ones((), dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
-    x = x.contiguous().reshape(-1)
+    x = x.contiguous()
     n = x.numel()
-    fp64 = _multiply_in_float64(x.dtype, profile)
-    acc_dtype = torch.float64 if fp64 else torch.float32
-    block = profile.elementwise_block(x.dtype, n)
-    grid = profile.capped_grid(cdiv(n, block))
+    grid, acc_dtype, meta, meta2 = _all_plan(profile, "prod", n, x.dtype)
     # stage 1: one partial product per program, kept in the accumulation dtype
-    partials = out.reshape(1) if grid == 1 else torch.empty(grid, dtype=acc_dtype, device=x.device)
-    launch(_prod_all_kernel, (grid,), x, partials, n, BLOCK_SIZE=block, COMPUTE_FP64=fp64,
-           SELECT_LOADS=profile.select_loads,
-           num_warps=profile.num_warps_for(block))
+    partials = out if grid == 1 else torch.empty(grid, dtype=acc_dtype, device=x.device)
+    launch(_prod_all_kernel, (grid,), x, partials, n, **meta)
     if grid > 1:
-        block2 = profile.elementwise_block(acc_dtype, grid)
-        launch(_prod_all_kernel, (1,), partials, out.reshape(1), grid, BLOCK_SIZE=block2,
-               COMPUTE_FP64=fp64, SELECT_LOADS=profile.select_loads,
-               num_warps=profile.num_warps_for(block2))
+        launch(_prod_all_kernel, (1,), partials, out, grid, **meta2)
     return out
 
 
@@ -535,28 +566,19 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
         return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
     x2, out_shape = _as_rows(x)
     M, N = x2.shape
-    out = torch.empty(M, dtype=x.dtype, device=x.device)
+    out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     if M == 0:
-        return out.reshape(out_shape)
-    fp64 = _multiply_in_float64(x.dtype, profile)
-    acc_dtype = torch.float64 if fp64 else torch.float32
-    common = dict(COMPUTE_FP64=fp64, SELECT_LOADS=profile.select_loads)
-    if N <= profile.max_fused_elements(x.dtype):
-        block_n = next_power_of_2(N)
-        block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(x.dtype) // block_n))
-        grid = profile.capped_grid(cdiv(M, block_m))
-        launch(_prod_dim_rows_kernel, (grid,),
-            x2, out, M, N, x2.stride(0), BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_m * block_n), **common)
-        return out.reshape(out_shape)
-    block_n, n_chunks, chunk_size = _split_rows(profile, x.dtype, M, N)
-    partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype, device=x.device)
-    launch(_prod_dim_chunks_kernel, (profile.capped_grid(M * n_chunks),),
-        x2, partials, M, N, x2.stride(0), n_chunks, chunk_size,
-        BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n), **common)
+        return out
+    n_chunks, chunk_size, acc_dtype, grid, meta, grid2, meta2 = _dim_plan(
+        profile, "prod", M, N, x.dtype)
+    if not n_chunks:
+        launch(_prod_dim_rows_kernel, grid, x2, out, M, N, x2.stride(0), **meta)
+        return out
+    partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype,
+                                                     device=x.device)
+    launch(_prod_dim_chunks_kernel, grid,
+        x2, partials, M, N, x2.stride(0), n_chunks, chunk_size, **meta)
     if n_chunks > 1:
-        block_c = profile.elementwise_block(acc_dtype, n_chunks)
-        launch(_prod_dim_chunks_kernel, (profile.capped_grid(M),),
-            partials, out, M, n_chunks, n_chunks, 1, n_chunks,
-            BLOCK_N=block_c, num_warps=profile.num_warps_for(block_c), **common)
-    return out.reshape(out_shape)
+        launch(_prod_dim_chunks_kernel, grid2,
+            partials, out, M, n_chunks, n_chunks, 1, n_chunks, **meta2)
+    return out

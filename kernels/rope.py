@@ -30,7 +30,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
-from .fast_launch import launch
+from .fast_launch import launch, launch_plan
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -176,15 +176,23 @@ def _apply(op: str, x, cos, sin, offset: int, interleaved: bool, rotary_dim, bac
     if y.numel() == 0:
         return y  # no launch: a zero grid crashes some backends
     half = rotary // 2
-    block_h, block_p = _tile(profile, x.dtype, n_heads, max(half, head_dim - rotary))
-    grid, grid_stride = launch_grid(profile, n_tokens)
+    grid, meta = _plan(profile, n_tokens, n_heads, max(half, head_dim - rotary), x.dtype)
     launch(_rope_kernel, grid,
         x, cos.contiguous(), sin.contiguous(), y, n_tokens, seq_len, n_heads, head_dim, half,
-        int(offset), BLOCK_H=block_h, BLOCK_P=block_p, INTERLEAVED=bool(interleaved),
-        BACKWARD=backward, SELECT_LOADS=profile.select_loads,
-        COMPUTE_FP64=x.dtype == torch.float64, GRID_STRIDE=grid_stride,
-        num_warps=profile.num_warps_for(2 * block_h * block_p))
+        int(offset), INTERLEAVED=bool(interleaved), BACKWARD=backward, **meta)
     return y
+
+
+@launch_plan
+def _plan(profile: Profile, n_tokens: int, n_heads: int, width: int,
+          dtype: torch.dtype) -> tuple:
+    """(grid, constexprs and num_warps) of a launch over ``n_tokens`` tokens, tiles sized
+    for ``width`` pairs (or pass-through columns) a head."""
+    block_h, block_p = _tile(profile, dtype, n_heads, width)
+    grid, grid_stride = launch_grid(profile, n_tokens)
+    return grid, dict(BLOCK_H=block_h, BLOCK_P=block_p, SELECT_LOADS=profile.select_loads,
+                      COMPUTE_FP64=dtype == torch.float64, GRID_STRIDE=grid_stride,
+                      num_warps=profile.num_warps_for(2 * block_h * block_p))
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, offset: int = 0,

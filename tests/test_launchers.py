@@ -199,3 +199,67 @@ def test_a_kernel_module_resolved_inside_the_interpreter_keeps_jit_kernels(tmp_p
     with interpreted():
         kernel = resolve("late_kernels:launcher")()
     assert isinstance(kernel, JITFunction)
+
+
+def test_reduction_and_loss_launchers_return_the_callers_shapes():
+    """The launchers hand the kernels pointers, not [rows, N] or flat views: results still
+    have torch's shapes, for 0-d, 1-d and 3-d inputs, on the whole-row and chunked paths."""
+    from kernels.cross_entropy import cross_entropy, scale_gradient
+    from kernels.reductions import max_all, max_all_atomic, max_dim, prod_all, prod_dim
+    chunked = SM90.derive(**{"launch.max_fused_size_bytes": 64, "limits.compute_units": 8})
+    with interpreted():
+        for profile in (SM90, chunked):
+            for x in (torch.tensor(1.5), torch.randn(40), torch.randn(2, 3, 40)):
+                assert max_all(x, profile=profile).shape == ()
+                torch.testing.assert_close(max_all_atomic(x, profile=profile), x.max())
+                torch.testing.assert_close(prod_all(x, profile=profile), x.prod())
+                values, indices = max_dim(x, profile=profile)
+                want = torch.max(x, -1)
+                torch.testing.assert_close(values, want.values)
+                torch.testing.assert_close(indices, want.indices)
+                torch.testing.assert_close(prod_dim(x, profile=profile), x.prod(-1))
+        for logits in (torch.randn(5), torch.randn(2, 3, 5)):
+            labels = torch.randint(0, 5, logits.shape[:-1])
+            loss, dlogits = cross_entropy(logits, labels, reduction="none", profile=SM90)
+            torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(
+                logits.reshape(-1, 5), labels.reshape(-1), reduction="none").reshape(labels.shape))
+            assert dlogits.shape == logits.shape
+            scaled = scale_gradient(dlogits, torch.full_like(loss, 2.0), profile=SM90)
+            torch.testing.assert_close(scaled, dlogits * 2)
+
+
+def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
+    """A second call of a launcher with the same shapes and dtypes reads no launch
+    constant from the profile: its grid, blocks and num_warps come from its launch plan."""
+    from kernels import batch_norm, cross_entropy, glu, reductions, rope
+    from triton_cts.profiles import Profile
+    x, cos = torch.randn(2, 3, 4, 8), torch.randn(3, 4)
+    labels = torch.randint(0, 8, (2, 3, 4))
+    calls = {
+        "swiglu": lambda p: glu.swiglu(x, x, profile=p),
+        "geglu_backward": lambda p: glu.geglu_backward(x[0], x[0], x[0], profile=p),
+        "rope": lambda p: rope.rope(x, cos, cos, profile=p),
+        "cross_entropy": lambda p: cross_entropy.cross_entropy(x, labels, profile=p),
+        "scale_gradient": lambda p: cross_entropy.scale_gradient(x, torch.tensor(2.0), profile=p),
+        "batch_norm_train": lambda p: batch_norm.batch_norm_train(x, None, None, None, None,
+                                                                  profile=p),
+        "max_all": lambda p: reductions.max_all(x, profile=p),
+        "max_all_atomic": lambda p: reductions.max_all_atomic(x, profile=p),
+        "max_dim": lambda p: reductions.max_dim(x, profile=p),
+        "prod_all": lambda p: reductions.prod_all(x, profile=p),
+        "prod_dim": lambda p: reductions.prod_dim(x, profile=p),
+    }
+    read = []
+    for name in ("elementwise_block", "max_fused_elements", "num_warps_for", "capped_grid"):
+        method = getattr(Profile, name)
+        monkeypatch.setattr(Profile, name,
+                            lambda self, *a, _m=method, _n=name: read.append(_n) or _m(self, *a))
+    profile = SM90.derive(name="nvidia-sm90~plans")  # a fresh profile: no plan cached yet
+    with interpreted():
+        for name, call in calls.items():
+            read.clear()
+            call(profile)
+            assert read, name
+            read.clear()
+            call(profile)
+            assert read == [], f"{name} read {read} on its second call"

@@ -27,7 +27,7 @@ def layer_norm_backward_no_reset(dy, x, weight, bias, mean, rstd, *, profile):
     p, dropout_scale = ln._prepare_backward(
         "layer_norm_backward_no_reset", dy, x, weight, bias, mean, rstd, False, None, None,
         0.0, None, False, profile)
-    n_rows, n_cols = p.dx.shape
+    n_rows, n_cols = p.n_rows, p.n_cols
     if n_rows == 0 or n_cols == 0:
         return ln._grads(p)
     acc = ln._acc_dtype(x.dtype)
