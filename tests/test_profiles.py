@@ -49,6 +49,8 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
      "launch.num_warps_by_block[1]", "ascending"),
     (lambda d: d["launch"].update(num_warps_by_block_32bit=[[8192, 12]]),
      "launch.num_warps_by_block_32bit[0]", "power of two"),
+    (lambda d: d["launch"].update(layer_norm_num_warps_by_block=[[8192, 64]]),
+     "launch.layer_norm_num_warps_by_block[0]", "at most limits.max_num_warps = 32"),
     (lambda d: d["target"].update(multi_operand_reduce="no"), "target.multi_operand_reduce",
      "true or false"),
     (lambda d: d["launch"].update(column_sum_tile=[32, 32]), "launch.column_sum_tile",
@@ -120,6 +122,13 @@ def test_helpers_read_the_profile():
     assert sm90.num_warps_for(8192, torch.float64) == 32
     assert gfx942.num_warps_for(16384, torch.float32) == gfx942.num_warps_for(16384)  # no table
     assert gfx942.num_warps_for(32768) == 16          # wave64: at most 16 warps
+    # a kernel's own 16-bit table where the profile has one, else the general table;
+    # 32-bit data keep theirs
+    ln = "layer_norm_num_warps_by_block"
+    assert sm90.num_warps_for(16384, torch.bfloat16, ln) == 8
+    assert sm90.num_warps_for(8192, torch.bfloat16, ln) == 16
+    assert sm90.num_warps_for(16384, torch.float32, ln) == 32
+    assert gfx942.num_warps_for(16384, torch.bfloat16, ln) == gfx942.num_warps_for(16384)
     assert sm90.capped_grid(10**9) == 65535 and sm90.capped_grid(0) == 1
     assert npu.capped_grid(1000) == 40
     assert npu.select_loads and npu.slice_broadcast and not sm90.select_loads

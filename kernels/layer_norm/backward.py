@@ -39,7 +39,7 @@ from .tiles import (DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _Backward, _backward_r
                     _backward_tile, _column_block, _column_sum_tile, _dropout_scale,
                     _fits_fused_backward, _grads, _kahan_add, _load, _load_row_constants,
                     _prepare_backward, _row_block, _row_offsets, _row_operands,
-                    _store_input_grads, _tile_offsets, _tiled_block, _to_acc)
+                    _store_input_grads, _tile_offsets, _tiled_backward_block, _to_acc)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -216,12 +216,12 @@ def _layer_norm_bwd_dx_tiled_kernel(
         rowscale = 1.0
         if HAS_ROWSCALE:
             rowscale = _to_acc(tl.load(ROWSCALE + row), COMPUTE_FP64)
-        # pass 1: the row sums of g * d, g and d (d = x - mean), accumulated lane-wise and
-        # reduced once. mean(d) is the stored mean's rounding error (d is exact when
+        # pass 1: the row sums of g * d, g and d (d = x - mean), each tile reduced to
+        # scalars at once (no tile-wide accumulator: the tile can be the backward's whole
+        # row tile). mean(d) is the stored mean's rounding error (d is exact when
         # |mean| >> std): it is folded in here, and passed on to the dweight kernel
-        sum_gd = tl.zeros([BLOCK_N], dtype=acc_ty)
-        sum_g = tl.zeros([BLOCK_N], dtype=acc_ty)
-        sum_d = tl.zeros([BLOCK_N], dtype=acc_ty)
+        zero = tl.zeros([], dtype=acc_ty)
+        sum_gd, sum_g, sum_d = zero, zero, zero
         for start in range(0, N, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             _, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
@@ -231,19 +231,19 @@ def _layer_norm_bwd_dx_tiled_kernel(
             w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
             d = tl.where(mask, x - mean, 0.0)
             g = dy * w
-            sum_gd += g * d
-            sum_g += g
-            sum_d += d
+            sum_gd += tl.sum(g * d, axis=0)
+            sum_g += tl.sum(g, axis=0)
+            sum_d += tl.sum(d, axis=0)
         mean_fix = 0.0
         if not IS_RMS:
-            mean_fix = tl.sum(sum_d, axis=0) / N
+            mean_fix = sum_d / N
             tl.store(MEAN_FIX + row, mean_fix.to(MEAN_FIX.dtype.element_ty))
-        sum_g = tl.sum(sum_g, axis=0)
-        c1 = (tl.sum(sum_gd, axis=0) - mean_fix * sum_g) * rstd / N
+        c1 = (sum_gd - mean_fix * sum_g) * rstd / N
         c2 = sum_g / N
-        # pass 2: dx tile by tile
-        for start in range(0, N, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
+        # pass 2: dx tile by tile, last tile first (the likeliest still in cache)
+        n_tiles = tl.cdiv(N, BLOCK_N)
+        for i in range(0, n_tiles):
+            cols = (n_tiles - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
             _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
             x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
@@ -493,7 +493,7 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
 def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     n_rows, n_cols = p.n_rows, p.n_cols
     dtype = p.x.dtype
-    block_n, num_warps = _tiled_block(n_cols, dtype, profile)
+    block_n, num_warps = _tiled_backward_block(n_cols, dtype, profile)
     flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
     mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
     launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),

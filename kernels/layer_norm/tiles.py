@@ -215,18 +215,31 @@ def _fits_fused_backward(n_cols: int, dtype: torch.dtype, profile: Profile) -> b
     return n_cols <= _backward_row_tile(dtype, profile)
 
 
-#: Tile-wide arrays a tiled kernel keeps live: the tile and up to four accumulators.
-TILED_ARRAYS = 4
+def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
+                         dropout: bool) -> tuple[int, int]:
+    """(columns per tile, num_warps) of the tiled forward. It reduces each tile to scalars
+    at once and keeps no tile-wide accumulator, so a tile is as long as a fused row; but
+    with dropout its first pass also keeps the Philox state and stores x' and the
+    keep-mask: half the dropout row tile overflowed the NPU's unified buffer (2048 float16
+    columns: 294944 of 196608 bytes, bishengir, triton-ascend 3.2), so dropout takes a
+    quarter. Warps are those of twice the tile (x' and its centred copy are live
+    together), four times with dropout: at the tile's own warps bf16 spilled 8-16 bytes a
+    thread on sm_100 and sm_120, and the dropout quarter 16-24 bytes on sm_90, where 16
+    and 32 warps ran alike (bf16 1024x65536 on an H100: 73-75% of copy)."""
+    tile = _forward_row_tile(dtype, profile, dropout) // (2 if dropout else 1)
+    block = max(1, min(tile, next_power_of_2(n_cols)))
+    return block, profile.num_warps_for((4 if dropout else 2) * block, dtype)
 
 
-def _tiled_block(n_cols: int, dtype: torch.dtype, profile: Profile) -> tuple[int, int]:
-    """(columns per tile, num_warps) of the tiled kernels. Beside the tile they keep
-    tile-wide accumulators, so a tile is the row tile over TILED_ARRAYS and gets the warps
-    of the registers all of them take: whole row tiles spilled 64 to 152 bytes a thread
-    on sm_90, and half ones at 16 warps crashed the AMD backend's LLVM (float64 with
-    dropout, triton 3.9)."""
-    block = min(max(1, _row_tile(dtype, profile) // TILED_ARRAYS), next_power_of_2(n_cols))
-    return block, profile.num_warps_for(TILED_ARRAYS * block, dtype)
+def _tiled_backward_block(n_cols: int, dtype: torch.dtype, profile: Profile) -> tuple[int, int]:
+    """(columns per tile, num_warps) of the tiled backward's dx kernel. Like the tiled
+    forward it reduces each tile to scalars at once, so a tile is the fused backward's row
+    tile (it holds the same x, dy, w and their products), with the warps of twice as many
+    elements. (With three tile-wide accumulators the tile was a quarter of the forward's
+    row tile: 47-57% of copy for bf16 forward+backward at 16384 columns and more on an
+    H100.)"""
+    block = max(1, min(_backward_row_tile(dtype, profile), next_power_of_2(n_cols)))
+    return block, profile.num_warps_for(2 * block, dtype)
 
 
 def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:

@@ -132,16 +132,19 @@ class Profile:
     def partials_per_compute_unit(self) -> int:
         return self.data["launch"]["partials_per_compute_unit"]
 
-    def num_warps_for(self, block: int, dtype: torch.dtype | None = None) -> int:
+    def num_warps_for(self, block: int, dtype: torch.dtype | None = None,
+                      table_16bit: str = "num_warps_by_block") -> int:
         """num_warps for a program of ``block`` elements, by the profile's threshold table.
         ``dtype`` is the dtype of the data the program holds (its input): 32-bit and wider
         data take ``num_warps_by_block_32bit`` where the profile has one, and elements are
-        counted in 32-bit registers (a float64 element counts twice, as it takes two)."""
+        counted in 32-bit registers (a float64 element counts twice, as it takes two).
+        Narrower data take ``table_16bit``, a kernel's own table where the profile has
+        one (``layer_norm_num_warps_by_block``), else ``num_warps_by_block``."""
         launch = self.data["launch"]
-        table = launch["num_warps_by_block"]
+        table = launch.get(table_16bit, launch["num_warps_by_block"])
         if dtype is not None:
             if dtype.itemsize >= 4:
-                table = launch.get("num_warps_by_block_32bit", table)
+                table = launch.get("num_warps_by_block_32bit", launch["num_warps_by_block"])
             block *= max(1, dtype.itemsize // 4)
         warps = launch["default_num_warps"]
         for threshold, w in table:

@@ -193,6 +193,10 @@ SCHEMA: dict[str, Any] = {
             _is_threshold_table,
             "a list of [min_block_elements, num_warps] pairs, ascending (programs holding "
             "32-bit or wider data; num_warps_by_block where absent)", required=False),
+        "layer_norm_num_warps_by_block": Field(
+            _is_threshold_table,
+            "a list of [min_block_elements, num_warps] pairs, ascending (the layer-norm "
+            "fused forward on 16-bit data; num_warps_by_block where absent)", required=False),
         "tile_row_min_bytes": Field(
             lambda v: _is_int(v) and v >= 0,
             "an int >= 0 (bytes the innermost row of an on-chip tile takes at least; 0 "
@@ -287,6 +291,7 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.num_warps_by_block": Range(1, 1 << 20, "block elements and warps: a Triton block "
                                                    "holds at most 2^20 elements"),
     "launch.num_warps_by_block_32bit": Range(1, 1 << 20, "as launch.num_warps_by_block"),
+    "launch.layer_norm_num_warps_by_block": Range(1, 1 << 20, "as launch.num_warps_by_block"),
     "launch.tile_row_min_bytes": Range(0, 4 * KiB, "bytes of a padded tile row: 32 on the 910B"),
     "launch.column_sum_tile": Range(1, 1 << 20, "rows, columns and warps of one program"),
     "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
@@ -404,7 +409,8 @@ def _check_consistency(d: dict, source: str) -> None:
     if la["default_num_warps"] > lim["max_num_warps"]:
         raise ProfileError(source, "launch.default_num_warps",
                            f"expected at most limits.max_num_warps = {lim['max_num_warps']}")
-    for table in ("num_warps_by_block", "num_warps_by_block_32bit"):
+    for table in ("num_warps_by_block", "num_warps_by_block_32bit",
+                  "layer_norm_num_warps_by_block"):
         prev = 0
         for i, (block, warps) in enumerate(la.get(table, ())):
             where = f"launch.{table}[{i}]"
