@@ -52,21 +52,35 @@ def _hooked() -> bool:
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
+_TENSOR = torch.Tensor
+
+
 def _argument_key(args) -> tuple | None:
     """What Triton specializes a call's positional arguments on, or None for a type the
-    key does not model (Triton's own path is taken)."""
+    key does not model (Triton's own path is taken). One flat tuple, built on every
+    launch: a tensor adds its dtype and whether its pointer is 16-byte aligned (a dtype
+    only ever starts a tensor's pair, so the flat form is unambiguous); an int adds its
+    class: -1 for the value 1, else (a multiple of 16) + 2 * (64-bit)."""
     key = []
+    push = key.append
     for a in args:
-        if isinstance(a, torch.Tensor):
-            key.append((a.dtype, a.data_ptr() % 16 == 0))
-        elif isinstance(a, bool):
-            key.append(("i1", a))
-        elif isinstance(a, int):
-            key.append(("i", a == 1, a % 16 == 0, -2**31 <= a < 2**31))
-        elif isinstance(a, float):
-            key.append("f")
+        kind = type(a)
+        if kind is _TENSOR or (kind is not int and kind is not float and a is not None
+                               and isinstance(a, _TENSOR)):
+            push(a.dtype)
+            push(a.data_ptr() % 16 == 0)
+        elif kind is int:
+            push(-1 if a == 1 else (a % 16 == 0) + 2 * (not -2**31 <= a < 2**31))
+        elif kind is float:
+            push("f")
         elif a is None:
-            key.append(None)
+            push(None)
+        elif isinstance(a, bool):
+            push("i1" if a else "i0")
+        elif isinstance(a, int):
+            push(-1 if a == 1 else (a % 16 == 0) + 2 * (not -2**31 <= a < 2**31))
+        elif isinstance(a, float):
+            push("f")
         else:
             return None
     return tuple(key)
@@ -88,6 +102,31 @@ def launch(kernel, grid: tuple, *args, **meta):
     """``kernel[grid](*args, **meta)``, calling the compiled kernel directly once this
     specialization has been launched through Triton. ``grid`` is a tuple of 1 to 3 ints;
     ``args`` are positional, every constexpr and launch option is in ``meta``."""
+    return _launch(kernel, grid, args, meta, tuple(meta.items()), _PLANS)
+
+
+class PlannedLaunch:
+    """A launch fixed but for its positional arguments: the kernel, the grid and every
+    constexpr and launch option, as a :func:`launch_plan` computes them once. Calling it
+    with the arguments is ``launch(kernel, grid, *args, **meta)``, but the compiled kernels
+    are kept on the plan itself, so a call hashes no constexprs and builds no keyword
+    dict."""
+    __slots__ = ("kernel", "grid", "meta", "_compiled")
+
+    def __init__(self, kernel, grid: tuple, **meta):
+        self.kernel, self.grid, self.meta = kernel, tuple(grid), meta
+        self._compiled: dict = {}
+
+    def __call__(self, *args):
+        return _launch(self.kernel, self.grid, args, self.meta, (), self._compiled)
+
+    def __repr__(self) -> str:
+        return f"PlannedLaunch({getattr(self.kernel, '__name__', self.kernel)}, {self.grid}, {self.meta})"
+
+
+def _launch(kernel, grid, args, meta, meta_key, table):
+    """The launch, with ``table`` keeping its compiled kernels under (kernel, device,
+    argument key, ``meta_key``): the constexprs and options where the table is shared."""
     if (not ENABLED or type(kernel) is not JITFunction or callable(grid) or knobs.runtime.interpret
             or launches.capturing() or _hooked() or CompiledKernel is None):
         return kernel[grid](*args, **meta)
@@ -95,13 +134,13 @@ def launch(kernel, grid: tuple, *args, **meta):
     if arg_key is None:
         return kernel[grid](*args, **meta)
     device = driver.active.get_current_device()
-    key = (kernel, device, arg_key, tuple(meta.items()))
-    plan = _PLANS.get(key)
+    key = (kernel, device, arg_key, meta_key)
+    plan = table.get(key)
     if plan is None:
         compiled = kernel[grid](*args, **meta)  # compiles (or hits Triton's cache)
         tail = _tail(kernel, len(args), meta)
-        if isinstance(compiled, CompiledKernel) and tail is not None and len(_PLANS) < MAX_PLANS:
-            _PLANS[key] = (compiled, tail)
+        if isinstance(compiled, CompiledKernel) and tail is not None and len(table) < MAX_PLANS:
+            table[key] = (compiled, tail)
         return compiled
     compiled, tail = plan
     dims = tuple(grid) + (1,) * (3 - len(grid))

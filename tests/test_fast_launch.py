@@ -131,3 +131,34 @@ def test_launchers_return_their_outputs_in_the_callers_shape():
                                    atol=1e-5, rtol=1e-5)
         assert softmax(torch.randn(5), profile=profile).shape == (5,)
         assert softmax(torch.tensor(2.0), profile=profile).shape == ()
+
+
+def test_a_planned_launch_is_the_launch_it_fixes():
+    """``PlannedLaunch(kernel, grid, **meta)(*args)`` runs and records what
+    ``launch(kernel, grid, *args, **meta)`` does; compiled kernels are kept on the plan,
+    not in the shared table."""
+    x = torch.arange(10, dtype=torch.float32)
+    planned = fast_launch.PlannedLaunch(_scale_kernel, (2,), BLOCK=8, TWICE=True)
+    fast_launch.clear()
+    with interpreted(), record_launches() as log:
+        y1, y2 = torch.empty_like(x), torch.empty_like(x)
+        planned(x, y1, 10, 3.0)
+        launch(_scale_kernel, (2,), x, y2, 10, 3.0, BLOCK=8, TWICE=True)
+    torch.testing.assert_close(y1, x * 6)
+    torch.testing.assert_close(y1, y2)
+    assert [(e.grid, e.kwargs) for e in log] == [((2, 1, 1), {"BLOCK": 8, "TWICE": True})] * 2
+    assert "TWICE" in repr(planned)
+
+
+@pytest.mark.skipif(not GPU, reason="needs a GPU: the direct launch calls a compiled kernel")
+def test_a_planned_launch_calls_its_compiled_kernel_directly():
+    fast_launch.clear()
+    x = torch.randn(1000, device="cuda")
+    planned = fast_launch.PlannedLaunch(_scale_kernel, (8,), BLOCK=128)
+    for factor in (0.5, 2.0, 3.0):
+        y = torch.zeros_like(x)
+        with record_launches() as log:
+            planned(x, y, 1000, factor)
+        torch.testing.assert_close(y, x * factor)
+        assert len(log) == 1 and log[0].grid == (8, 1, 1)
+    assert len(planned._compiled) == 1 and not fast_launch._PLANS

@@ -30,7 +30,7 @@ from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows
                     _row_block, _row_offsets, _tile_offsets, _tiled_forward_block, _to_acc)
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import launch, launch_plan
+from ..fast_launch import PlannedLaunch, launch_plan
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -267,8 +267,9 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
 
     # Every tensor is allocated in its final shape and passed as is: the kernels take
     # pointers and (n_rows, N), so no view is made per call (each costs microseconds).
-    stat_shape = x.shape[:-1]
-    n_rows = stat_shape.numel()
+    # (an int shape where x is 2-D: torch.empty parses it in half the time of a Size)
+    n_rows = x.shape[:-1].numel()
+    stat_shape = n_rows if x.ndim == 2 else x.shape[:-1]
     x2 = x.contiguous()
     y = torch.empty_like(x2)
     stat_dtype = _acc_dtype(x.dtype)
@@ -303,34 +304,38 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
               mean if mean is not None else rstd, rstd,
               n_rows, n_cols, float(eps), float(dropout_p), *_dropout_scale_parts(dropout_p),
               int(seed) if seed is not None else 0)
-    kernel, grid, meta = _forward_plan(profile, n_rows, n_cols, x.dtype, has_dropout)
-    launch(kernel, grid, *common, **meta,
-           IS_RMS=rms, HAS_BIAS=b is not None, HAS_RESIDUAL=res2 is not None,
-           STORE_RESIDUAL_OUT=residual_out is not None, HAS_ROWSCALE=scale2 is not None,
-           HAS_DROPOUT=has_dropout, STORE_DROPOUT_MASK=dropout_mask is not None)
+    _forward_plan(profile, n_rows, n_cols, x.dtype, has_dropout, rms, b is not None,
+                  res2 is not None, residual_out is not None, scale2 is not None,
+                  dropout_mask is not None)(*common)
     return out
 
 
 @launch_plan
 def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  has_dropout: bool) -> tuple:
-    """(kernel, grid, constexprs and options from the profile) of a forward launch."""
+                  has_dropout: bool, rms: bool, has_bias: bool, has_residual: bool,
+                  store_residual_out: bool, has_rowscale: bool,
+                  store_dropout_mask: bool) -> PlannedLaunch:
+    """The forward launch: kernel, grid, constexprs and options from the profile."""
     meta = dict(RNG_32BIT=profile.rng_counter_bits == 32, SELECT_LOADS=profile.select_loads,
-                COMPUTE_FP64=dtype == torch.float64)
+                COMPUTE_FP64=dtype == torch.float64, IS_RMS=rms, HAS_BIAS=has_bias,
+                HAS_RESIDUAL=has_residual, STORE_RESIDUAL_OUT=store_residual_out,
+                HAS_ROWSCALE=has_rowscale, HAS_DROPOUT=has_dropout,
+                STORE_DROPOUT_MASK=store_dropout_mask)
     if _fits_fused(n_cols, dtype, profile, has_dropout):
         block_n = next_power_of_2(n_cols)
         block_m = _row_block(n_rows, block_n, _forward_tile(dtype, profile, has_dropout),
                              profile)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        return _layer_norm_fwd_fused_kernel, grid, dict(
-            meta, BLOCK_M=block_m, BLOCK_N=block_n, SLICE_BROADCAST=profile.slice_broadcast,
-            GRID_STRIDE=grid_stride, PAIRED_SUMS=profile.multi_operand_reduce,
+        return PlannedLaunch(
+            _layer_norm_fwd_fused_kernel, grid, **meta, BLOCK_M=block_m, BLOCK_N=block_n,
+            SLICE_BROADCAST=profile.slice_broadcast, GRID_STRIDE=grid_stride,
+            PAIRED_SUMS=profile.multi_operand_reduce,
             num_warps=profile.num_warps_for(block_m * block_n, dtype,
                                             "layer_norm_num_warps_by_block"))
     block_n, num_warps = _tiled_forward_block(n_cols, dtype, profile, has_dropout)
-    return (_layer_norm_fwd_tiled_kernel, (profile.capped_grid(n_rows),),
-            dict(meta, BLOCK_N=block_n, PAIRED_SUMS=profile.multi_operand_reduce,
-                 num_warps=num_warps))
+    return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (profile.capped_grid(n_rows),), **meta,
+                         BLOCK_N=block_n, PAIRED_SUMS=profile.multi_operand_reduce,
+                         num_warps=num_warps)
 
 
 def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

@@ -10,6 +10,7 @@ loops with int64 offsets.
 """
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
@@ -304,6 +305,7 @@ def _check_rows(op: str, name: str, t: torch.Tensor | None, x: torch.Tensor) -> 
                                  f"{tuple(x.shape[:-1])}, got shape {tuple(t.shape)}")
 
 
+@functools.lru_cache(maxsize=64)  # launchers ask on every call, mostly for 0.0
 def _dropout_scale_parts(dropout_p: float) -> tuple[float, float]:
     """1 / (1 - dropout_p) as float32 plus its rounding error (float kernel arguments are
     float32; float64 kernels add the parts back)."""
@@ -367,14 +369,15 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
     x = x.contiguous()
     dx = torch.empty_like(x)
     acc = _acc_dtype(x.dtype)
+    device = x.device
     prep = _Backward(
         dy=flat(dy), x=x, weight=weight.contiguous(),
         mean=None if rms else flat(mean), rstd=flat(rstd),
         rowscale=flat(rowscale), dropout_mask=flat(dropout_mask),
         dresidual_out=flat(dresidual_out),
         dx=dx, dresidual=torch.empty_like(dx) if has_residual else None,
-        dweight=torch.empty(n_cols, dtype=weight.dtype, device=x.device),
-        dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=x.device),
+        dweight=torch.empty(n_cols, dtype=weight.dtype, device=device),
+        dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
         n_rows=n_rows, n_cols=n_cols,
         flags=dict(IS_RMS=rms, HAS_BIAS=bias is not None, HAS_ROWSCALE=rowscale is not None,
                    HAS_DROPOUT=dropout_mask is not None,

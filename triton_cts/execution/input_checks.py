@@ -24,34 +24,41 @@ class WrongDeviceError(ValueError):
 
 def check_inputs(op: str, profile: Profile, dtypes: Iterable[torch.dtype],
                  **tensors: torch.Tensor | None) -> None:
-    """Every named tensor: a tensor, on one usable device, of a dtype the op and profile support."""
-    dtypes = tuple(dtypes)
-    devices = set()
+    """Every named tensor: a tensor, on one usable device, of a dtype the op and profile
+    support. Launchers call this on every launch: the common case (CUDA tensors of a
+    supported dtype) takes one pass with no allocation; the rest is checked in full."""
+    if type(dtypes) is not tuple:
+        dtypes = tuple(dtypes)
+    device = None
     for name, t in tensors.items():
         if t is None:
             continue
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{op}: '{name}' must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in dtypes:
+        dtype = t.dtype
+        if dtype not in dtypes:
             raise UnsupportedDtypeError(
-                f"{op}: '{name}' has dtype {t.dtype}; {op} supports "
+                f"{op}: '{name}' has dtype {dtype}; {op} supports "
                 f"{', '.join(str(d).removeprefix('torch.') for d in dtypes)}")
-        if not profile.supports_dtype(t.dtype):
+        if not profile.supports_dtype(dtype):
             raise UnsupportedDtypeError(
-                f"{op}: '{name}' has dtype {t.dtype}, which profile '{profile.name}' does not "
+                f"{op}: '{name}' has dtype {dtype}, which profile '{profile.name}' does not "
                 f"support (dtypes.supported in {profile.source})")
-        devices.add(t.device)
-    if len(devices) > 1:
-        raise WrongDeviceError(f"{op}: inputs are on different devices: "
-                               f"{', '.join(sorted(map(str, devices)))}")
-    for device in devices:
-        if device.type == "meta" and launches.capturing():
-            continue  # compile mode records grids at full size without allocating
-        if device.type == "cpu" and not cpu_tensors_allowed():
-            raise WrongDeviceError(
-                f"{op}: inputs are on the CPU; run on a GPU or under the Triton interpreter")
-        if device.type not in ("cpu", "cuda"):
-            raise WrongDeviceError(f"{op}: Triton cannot run on device '{device}'")
+        if device is None:
+            device = t.device
+        elif t.device != device:
+            devices = {u.device for u in tensors.values() if isinstance(u, torch.Tensor)}
+            raise WrongDeviceError(f"{op}: inputs are on different devices: "
+                                   f"{', '.join(sorted(map(str, devices)))}")
+    if device is None or device.type == "cuda":
+        return
+    if device.type == "meta" and launches.capturing():
+        return  # compile mode records grids at full size without allocating
+    if device.type == "cpu" and not cpu_tensors_allowed():
+        raise WrongDeviceError(
+            f"{op}: inputs are on the CPU; run on a GPU or under the Triton interpreter")
+    if device.type not in ("cpu", "cuda"):
+        raise WrongDeviceError(f"{op}: Triton cannot run on device '{device}'")
 
 
 def check_same_shape(op: str, **tensors: torch.Tensor | None) -> None:
