@@ -15,6 +15,13 @@ offsets are clamped to the last row or column (those rows and columns are comput
 never stored) and the K tail is zeroed with a select instead. Strides are passed, so
 transposed or sliced inputs work as they are.
 
+Where the profile has ``[[autotune.matmul_tma]]`` configs (targets with tensor descriptors,
+TMA on Hopper, where they were measured faster), 16-bit products whose matrices a
+descriptor takes (unit column stride, 16-byte aligned base and rows) run a persistent
+kernel instead: one program per compute unit walks the tiles in the same grouped order,
+loading tiles through descriptors, which also bound the ragged edges. Everything else
+(float32, strided views, other targets) runs the pointer kernel above.
+
 fp32 inputs use ``input_precision="tf32"`` only where the profile says the hardware runs
 tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype.
 
@@ -124,6 +131,43 @@ def _matmul_kernel(
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=c_mask)
 
 
+@triton.jit(do_not_specialize=["M_BUCKET", "N_BUCKET", "K_BUCKET"])
+def _matmul_tma_kernel(
+    A_DESC,                       # tensor descriptor of A [M, K], tiles [BLOCK_SIZE_M, BLOCK_SIZE_K]
+    B_DESC,                       # tensor descriptor of B [K, N], tiles [BLOCK_SIZE_K, BLOCK_SIZE_N]
+    C_DESC,                       # tensor descriptor of C [M, N], tiles [BLOCK_SIZE_M, BLOCK_SIZE_N]
+    M, N, K,                      # matrix sizes
+    M_BUCKET, N_BUCKET, K_BUCKET,  # next powers of two of M, N, K: the autotune key only
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    NUM_PROGRAMS: tl.constexpr,   # the persistent grid: one program per compute unit
+):
+    """Persistent matmul on tensor descriptors (TMA on Hopper): NUM_PROGRAMS programs walk
+    the tiles in grouped order, so the grid is launched once per compute unit and the
+    next tile's loads start while the last tile's result is stored. The descriptors
+    bound every load and store: out-of-range rows, columns and the K tail read as zeros
+    and are not written, so no masks are needed."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    for tile in range(pid, num_pid_m * num_pid_n, NUM_PROGRAMS):
+        group_id = tile // num_pid_in_group
+        first_pid_m = group_id * GROUP_SIZE_M
+        group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+        pid_m = first_pid_m + (tile % num_pid_in_group) % group_size_m
+        pid_n = (tile % num_pid_in_group) // group_size_m
+        offs_m = pid_m * BLOCK_SIZE_M
+        offs_n = pid_n * BLOCK_SIZE_N
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+            offs_k = k * BLOCK_SIZE_K
+            acc = tl.dot(A_DESC.load([offs_m, offs_k]), B_DESC.load([offs_k, offs_n]), acc)
+        C_DESC.store([offs_m, offs_n], acc.to(C_DESC.dtype))
+
+
 # --------------------------------------------------------------------------------------
 # Autotuning from the profile
 # --------------------------------------------------------------------------------------
@@ -139,10 +183,10 @@ def _default_configs(profile: Profile) -> list[dict[str, int]]:
     ]
 
 
-def _to_config(table: dict[str, int]) -> triton.Config:
+def _to_config(table: dict[str, int], pre_hook=None) -> triton.Config:
     table = dict(table)
     options = {k: table.pop(k) for k in _OPTION_KEYS if k in table}
-    return triton.Config(table, **options)
+    return triton.Config(table, **options, pre_hook=pre_hook)
 
 
 #: An IEEE float32 dot has no tensor-core path: it is lowered to FMAs, and each thread
@@ -159,20 +203,23 @@ def _fma_accumulator_registers(config, warp_size: int) -> int:
     return kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] // (config.num_warps * warp_size)
 
 
-def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int):
-    """Drop configs whose pipelined A and B tiles (num_stages copies) exceed shared memory,
-    and, for IEEE float32 dots where the profile models registers, those whose FMA
-    accumulator takes over 1 / FMA_ACCUMULATOR_SHARE of a thread's registers; keep the
-    smallest one if none fits, so tuning always has a candidate."""
+def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int, tma: bool = False):
+    """Drop configs whose pipelined A and B tiles (num_stages copies; with tensor
+    descriptors also the C tile the store is staged in) exceed shared memory, and, for
+    IEEE float32 dots where the profile models registers, those whose FMA accumulator
+    takes over 1 / FMA_ACCUMULATOR_SHARE of a thread's registers; keep the smallest one
+    if none fits, so tuning always has a candidate."""
     def prune(configs, named_args, **kwargs):
-        elem = named_args["A"].element_size()
-        fma = (named_args["A"].dtype == torch.float32 and kwargs.get("INPUT_PRECISION") == "ieee"
+        a = named_args["A_DESC"].base if tma else named_args["A"]
+        elem = a.element_size()
+        fma = (a.dtype == torch.float32 and kwargs.get("INPUT_PRECISION") == "ieee"
                and registers_per_thread > 0)
 
         def need(c):
             kw = c.kwargs
             tiles = (kw["BLOCK_SIZE_M"] + kw["BLOCK_SIZE_N"]) * kw["BLOCK_SIZE_K"] * elem
-            return max(c.num_stages, 1) * tiles
+            staged_c = kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * elem if tma else 0
+            return max(c.num_stages, 1) * tiles + staged_c
 
         def fits(c):
             if need(c) > shared_bytes:
@@ -219,6 +266,63 @@ def _autotuned_kernel(profile: Profile):
     return _AUTOTUNED[key]
 
 
+#: Dtypes the tensor-descriptor kernel takes: the 16-bit floats it was measured with.
+#: float32 keeps the pointer kernel, whose tf32 / IEEE choice and FMA pruning are modelled.
+TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _set_tma_blocks(nargs) -> None:
+    """Each config's pre-hook: the descriptors' tiles are the config's blocks."""
+    bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
+    nargs["A_DESC"].block_shape = [bm, bk]
+    nargs["B_DESC"].block_shape = [bk, bn]
+    nargs["C_DESC"].block_shape = [bm, bn]
+
+
+def _tma_autotuned_kernel(profile: Profile):
+    tables = profile.autotune_configs("matmul_tma")
+    configs = [_to_config(t, pre_hook=_set_tma_blocks) for t in tables]
+    shared = profile["limits.shared_memory_per_block"]
+    make = lambda: triton.autotune(  # noqa: E731
+        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET"],
+        do_bench=launches.autotune_timer,
+        prune_configs_by={"early_config_prune": _prune(shared, 0, profile.warp_size, tma=True)},
+    )(_matmul_tma_kernel)
+    if launches.capturing():
+        return make()
+    key = ("tma", tuple(tuple(sorted(t.items())) for t in tables), shared,
+           bool(knobs.runtime.interpret))
+    if key not in _AUTOTUNED:
+        _AUTOTUNED[key] = make()
+    return _AUTOTUNED[key]
+
+
+def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile) -> bool:
+    """Whether the tensor-descriptor kernel runs this product: the profile has its configs
+    (``autotune.matmul_tma``: the target has tensor descriptors and they were measured
+    faster), the dtype is a 16-bit float, and every matrix is what a descriptor takes:
+    unit column stride, 16-byte aligned base and row stride (C is allocated contiguous)."""
+    if a.dtype not in TMA_DTYPES or profile.autotune_configs("matmul_tma") is None:
+        return False
+    elem = a.element_size()
+    return (b.shape[1] * elem % 16 == 0
+            and all(t.stride(1) == 1 and t.stride(0) * elem % 16 == 0 and t.data_ptr() % 16 == 0
+                    for t in (a, b)))
+
+
+def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    M, K = a.shape
+    N = b.shape[1]
+    # placeholder tiles: each config's pre-hook sets its own
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+    programs = min(profile.compute_units, profile.max_grid_num)
+    grid = lambda META: (min(programs, _tiles(META)),)  # noqa: E731
+    _tma_autotuned_kernel(profile)[grid](
+        *descs, M, N, K, next_power_of_2(M), next_power_of_2(N), next_power_of_2(K),
+        NUM_PROGRAMS=programs)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
            input_precision: str | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
@@ -248,6 +352,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
         return c.zero_()
     if input_precision is None:
         input_precision = "tf32" if profile["dtypes.tf32"] else "ieee"
+    if _takes_tma(a, b, profile):
+        _matmul_tma(a, b, c, profile)
+        return c
     fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
     kernel = _autotuned_kernel(profile)
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731

@@ -178,8 +178,12 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     dweight/dbias tiles, one small matmul tile with small groups, and peaks that give the
     fused linear cross-entropy chunks of a few rows."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
+    # a target with the tensor-descriptor matmul keeps it, with a small tile too
+    tma = ({"autotune.matmul_tma": [draw(small_matmul_configs(profile))]}
+           if profile.autotune_configs("matmul_tma") is not None else {})
     return profile.derive(
         name=f"{profile.name}~fuzzed",
+        **tma,
         **{
             "launch.max_fused_size_bytes": fused,
             "launch.elementwise_block_bytes": draw(st.sampled_from([64, 256, 1024])),

@@ -42,7 +42,8 @@ def test_matmul_input_precision_reaches_the_kernel(precision, dtype):
     without; 16-bit dots ignore it."""
     from kernels.matmul import matmul
     torch_dtype = torch.float32 if dtype == tl.float32 else torch.float16
-    a, b = torch.ones(16, 16, dtype=torch_dtype), torch.ones(16, 16, dtype=torch_dtype)
+    # 12 columns: rows of 24 bytes, which no tensor descriptor takes (the pointer kernel)
+    a, b = torch.ones(16, 16, dtype=torch_dtype), torch.ones(16, 12, dtype=torch_dtype)
     with interpreted(), record_launches() as log:
         matmul(a, b, profile=SM90, input_precision=precision)
     want = "ieee" if dtype == tl.float16 or precision == "ieee" else "tf32"
@@ -263,3 +264,47 @@ def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
             read.clear()
             call(profile)
             assert read == [], f"{name} read {read} on its second call"
+
+
+def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allow():
+    """The persistent tensor-descriptor kernel runs 16-bit products on a profile with
+    ``autotune.matmul_tma`` when every matrix is one a descriptor takes (unit column
+    stride, 16-byte rows); a transposed view, rows of 24 bytes, float32 and a profile
+    without the table take the pointer kernel. Each answer is right."""
+    from kernels.matmul import matmul
+    small = SM90.derive(name="nvidia-sm90~small-tma", **{
+        "autotune.matmul_tma": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16,
+                                 "GROUP_SIZE_M": 2, "num_warps": 1, "num_stages": 1}],
+        "limits.compute_units": 3})
+    gfx942 = load_profiles()["amd-gfx942"]
+    torch.manual_seed(0)
+    a16, b16 = torch.randn(40, 48, dtype=torch.float16), torch.randn(48, 64, dtype=torch.float16)
+    cases = [(a16, b16, small, "_matmul_tma_kernel"),
+             (a16, torch.randn(64, 48, dtype=torch.float16).t(), small, "_matmul_kernel"),
+             (a16, b16[:, :12], small, "_matmul_kernel"),
+             (a16.float(), b16.float(), small, "_matmul_kernel"),
+             (a16, b16, gfx942, "_matmul_kernel")]
+    for a, b, profile, kernel in cases:
+        with interpreted(), record_launches() as log:
+            out = matmul(a, b, profile=profile, input_precision="ieee" if a.dtype == torch.float32 else None)
+        assert {launch.name for launch in log} == {kernel}
+        torch.testing.assert_close(out.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+        if kernel == "_matmul_tma_kernel":
+            # 6 tiles, a program per compute unit: each of the 3 programs walks two
+            assert [launch.grid for launch in log] == [(3, 1, 1)]
+
+
+def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
+    """Every autotune config of the tensor-descriptor kernel is captured for compilation
+    with its own tile shapes: a config's pre-hook sets the descriptors' block shapes, and
+    the next config's must not change what an earlier capture holds."""
+    from kernels.matmul import matmul
+    from triton_cts.toolchains.cross_compile import every_autotune_config
+    a = torch.empty(512, 512, dtype=torch.bfloat16, device="meta")
+    with every_autotune_config(), launches.capture_launches() as log:
+        matmul(a, a, profile=SM90)
+    tma = [l for l in log if l.name == "_matmul_tma_kernel"]
+    assert len(tma) == len(SM90.autotune_configs("matmul_tma"))
+    for l in tma:
+        m, n, k = (l.kwargs[f"BLOCK_SIZE_{d}"] for d in "MNK")
+        assert [list(d.block_shape) for d in l.args[:3]] == [[m, k], [k, n], [m, n]]

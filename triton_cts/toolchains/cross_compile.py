@@ -24,6 +24,7 @@ calculator from registers, shared memory, warp and block slots.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import hashlib
 import os
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import triton
 from triton.compiler import ASTSource, make_backend
 from triton.runtime.autotuner import Autotuner
@@ -303,10 +305,15 @@ def every_autotune_config():
             configs = self.early_config_prune(self.configs, self.nargs, **kwargs) or configs
         try:
             for config in configs:
+                if config.pre_hook is not None:  # e.g. tensor descriptors' tile shapes
+                    config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
                 with launches.record_launches() as log:
                     self.fn.run(*args, **kwargs, **config.all_kwargs())
                 for launch in log:
                     launch.autotune_config = config
+                    # the next config's pre-hook changes these objects in place: keep
+                    # this config's copy (tensors and scalars are not changed)
+                    launch.args = tuple(_snapshot(a) for a in launch.args)
         finally:
             self.nargs = None
 
@@ -315,6 +322,14 @@ def every_autotune_config():
         yield
     finally:
         Autotuner.run = original
+
+
+def _snapshot(arg):
+    """A shallow copy of a launch argument that is neither a tensor nor a scalar (a tensor
+    descriptor, whose tile shape a config's pre-hook sets)."""
+    if arg is None or isinstance(arg, (torch.Tensor, bool, int, float, str)):
+        return arg
+    return copy.copy(arg)
 
 
 __all__ = ["CompiledStats", "CompileQualityWarning", "compile_launch", "limit_violations",
