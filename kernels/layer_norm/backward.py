@@ -43,7 +43,7 @@ from .tiles import (DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _Backward, _backward_r
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import launch, launch_plan
+from ..fast_launch import PlannedLaunch, launch, launch_plan
 
 #: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
 #: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
@@ -430,22 +430,22 @@ def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profi
     partial, out = pairs[0]
     partial_2, out_2 = pairs[-1]
     n_partials, n_cols = partial.shape
-    n_programs, meta = _sum_plan(profile, n_partials, n_cols, partial.dtype, len(pairs))
-    launch(_sum_rows_kernel, (n_programs * len(pairs),), partial, out, partial_2, out_2,
-           n_programs, n_partials, n_cols, **meta)
+    n_programs, planned = _sum_plan(profile, n_partials, n_cols, partial.dtype, len(pairs))
+    planned(partial, out, partial_2, out_2, n_programs, n_partials, n_cols)
 
 
 @launch_plan
 def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype,
-              n_pairs: int) -> tuple:
-    """(programs per pair, constexprs and num_warps) of :func:`_sum_partials`."""
+              n_pairs: int) -> tuple[int, PlannedLaunch]:
+    """(programs per pair, the launch) of :func:`_sum_partials`."""
     block_n = _column_block(n_cols, profile)
     block_p = max(1, min(next_power_of_2(n_partials),
                          profile.max_fused_elements(dtype) // block_n))
     n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // n_pairs))
-    return n_programs, dict(BLOCK_P=block_p, BLOCK_N=block_n, SELECT_LOADS=profile.select_loads,
-                            COMPUTE_FP64=dtype == torch.float64,
-                            num_warps=profile.num_warps_for(block_p * block_n, dtype))
+    return n_programs, PlannedLaunch(
+        _sum_rows_kernel, (n_programs * n_pairs,), BLOCK_P=block_p, BLOCK_N=block_n,
+        SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
+        num_warps=profile.num_warps_for(block_p * block_n, dtype))
 
 
 def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
@@ -465,29 +465,30 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
         return done
     n_rows, n_cols = p.n_rows, p.n_cols
     acc = _acc_dtype(x.dtype)
-    programs, meta = _partial_plan(profile, n_rows, n_cols, x.dtype)
+    programs, planned = _partial_plan(profile, n_rows, n_cols, x.dtype, tuple(p.flags.items()))
     dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
     db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
-    launch(_layer_norm_bwd_fused_kernel, (programs,),
-        *_row_operands(p), dw, db if db is not None else dw,
-        n_rows, n_cols, *dropout_scale, **meta, **p.flags)
+    planned(*_row_operands(p), dw, db if db is not None else dw, n_rows, n_cols, *dropout_scale)
     _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
     return _grads(p)
 
 
 @launch_plan
-def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype) -> tuple:
-    """(programs, constexprs and num_warps) of the partial-sum backward's dx kernel."""
+def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                  flags: tuple) -> tuple[int, PlannedLaunch]:
+    """(programs, the launch) of the partial-sum backward's dx kernel; ``flags`` are the
+    (name, value) pairs of the operands' constexprs (``_Backward.flags``)."""
     block_n = next_power_of_2(n_cols)
     block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
     # a few programs per compute unit: one (the source article's rule) left an H200's SMs
     # with too few warps in flight to hide memory latency
     partials = profile.compute_units * profile.partials_per_compute_unit
     programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
-    return programs, dict(ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n, ATOMIC=False,
-                          COMPENSATED=n_rows > COMPENSATE_ROWS,
-                          SLICE_BROADCAST=profile.slice_broadcast,
-                          num_warps=profile.num_warps_for(block_m * block_n, dtype))
+    return programs, PlannedLaunch(
+        _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
+        ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
+        SLICE_BROADCAST=profile.slice_broadcast,
+        num_warps=profile.num_warps_for(block_m * block_n, dtype), **dict(flags))
 
 
 def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):

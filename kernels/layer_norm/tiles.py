@@ -299,8 +299,7 @@ def _check_vector(op: str, name: str, t: torch.Tensor | None, n: int) -> None:
 
 
 def _check_rows(op: str, name: str, t: torch.Tensor | None, x: torch.Tensor) -> None:
-    rows = x.shape[:-1].numel()
-    if t is not None and t.numel() != rows:
+    if t is not None and t.numel() != x.shape[:-1].numel():
         raise ShapeMismatchError(f"{op}: '{name}' must hold one value per row of x, shape "
                                  f"{tuple(x.shape[:-1])}, got shape {tuple(t.shape)}")
 
@@ -345,7 +344,8 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
     check_inputs(op, profile, DTYPES, dy=dy, x=x, weight=weight, bias=bias,
                  rowscale=rowscale, dresidual_out=dresidual_out)
     check_inputs(op, profile, STAT_DTYPES, mean=mean, rstd=rstd)
-    check_inputs(op, profile, MASK_DTYPES, dropout_mask=dropout_mask)
+    if dropout_mask is not None:
+        check_inputs(op, profile, MASK_DTYPES, dropout_mask=dropout_mask)
     if x.ndim == 0:
         raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
     for name, t in (("dy", dy), ("dropout_mask", dropout_mask), ("dresidual_out", dresidual_out)):
