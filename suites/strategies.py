@@ -178,12 +178,15 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     dweight/dbias tiles, one small matmul tile with small groups, and peaks that give the
     fused linear cross-entropy chunks of a few rows."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
-    # a target with the tensor-descriptor matmul keeps it, with a small tile too
-    tma = ({"autotune.matmul_tma": [draw(small_matmul_configs(profile))]}
-           if profile.autotune_configs("matmul_tma") is not None else {})
+    # a target with the tensor-descriptor matmul keeps it, with a small tile too; one with
+    # its own 16-bit partial count keeps that, drawn small like the other
+    optional = ({"autotune.matmul_tma": [draw(small_matmul_configs(profile))]}
+                if profile.autotune_configs("matmul_tma") is not None else {})
+    if "partials_per_compute_unit_16bit" in profile.data["launch"]:
+        optional["launch.partials_per_compute_unit_16bit"] = draw(st.integers(1, 3))
     return profile.derive(
         name=f"{profile.name}~fuzzed",
-        **tma,
+        **optional,
         **{
             "launch.max_fused_size_bytes": fused,
             "launch.elementwise_block_bytes": draw(st.sampled_from([64, 256, 1024])),

@@ -203,3 +203,19 @@ def test_new_targets_differ_from_their_predecessors_where_the_hardware_does():
     # RDNA4 adds OCP fp8 to RDNA3's WMMA dtypes
     assert set(p["amd-gfx1201"]["dtypes.dot"]) - set(p["amd-gfx1100"]["dtypes.dot"]) == {
         "float8_e4m3fn", "float8_e5m2"}
+
+
+def test_16bit_partials_apply_to_16bit_data_only():
+    """``launch.partials_per_compute_unit_16bit`` sets the partial-sum backward's programs
+    per compute unit for 16-bit data; wider data, and every dtype on a profile without
+    it, take ``partials_per_compute_unit``; a bad value names its field."""
+    base = load_profiles()["nvidia-sm90"]
+    assert "partials_per_compute_unit_16bit" not in base.data["launch"]
+    assert base.partials_for(torch.bfloat16) == base.partials_for(torch.float32) == \
+        base.partials_per_compute_unit
+    more = base.derive(**{"launch.partials_per_compute_unit_16bit": 4})
+    assert more.partials_for(torch.bfloat16) == more.partials_for(torch.float16) == 4
+    assert more.partials_for(torch.float32) == more.partials_for(torch.float64) == \
+        base.partials_per_compute_unit
+    with pytest.raises(ProfileError, match="partials_per_compute_unit_16bit"):
+        base.derive(**{"launch.partials_per_compute_unit_16bit": 0})

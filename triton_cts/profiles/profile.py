@@ -132,6 +132,14 @@ class Profile:
     def partials_per_compute_unit(self) -> int:
         return self.data["launch"]["partials_per_compute_unit"]
 
+    def partials_for(self, dtype: torch.dtype) -> int:
+        """Programs per compute unit of a partial-sum backward on ``dtype`` data: 16-bit
+        data take ``partials_per_compute_unit_16bit`` where the profile has one."""
+        launch = self.data["launch"]
+        if dtype.itemsize == 2 and "partials_per_compute_unit_16bit" in launch:
+            return launch["partials_per_compute_unit_16bit"]
+        return launch["partials_per_compute_unit"]
+
     def num_warps_for(self, block: int, dtype: torch.dtype | None = None,
                       table_16bit: str = "num_warps_by_block") -> int:
         """num_warps for a program of ``block`` elements, by the profile's threshold table.
