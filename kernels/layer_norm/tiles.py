@@ -54,6 +54,12 @@ def _add_pair(a0, b0, a1, b1):
 
 
 @triton.jit
+def _add_triple(a0, b0, c0, a1, b1, c1):
+    # combine function of a three-sum tl.reduce
+    return a0 + a1, b0 + b1, c0 + c1
+
+
+@triton.jit
 def _kahan_add(total, comp, v):
     """Lane-wise compensated running sum: comp holds what rounding total dropped, so a
     row summed over many tiles keeps the accuracy of one tree sum. An inf makes comp NaN:
