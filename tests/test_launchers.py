@@ -35,6 +35,26 @@ def test_cpu_tensors_outside_the_interpreter_are_refused():
         gelu([1.0, 2.0], profile=SM90)
 
 
+def test_layer_norm_backward_names_a_bad_mean_or_rstd():
+    from kernels.layer_norm import layer_norm_backward
+    x = torch.randn(4, 8)
+    w, b, dy = torch.ones(8), torch.zeros(8), torch.randn(4, 8)
+    mean, rstd = torch.zeros(4), torch.ones(4)
+    with interpreted():
+        with pytest.raises(UnsupportedDtypeError, match="'rstd' has dtype torch.float16"):
+            layer_norm_backward(dy, x, w, b, mean, rstd.half(), profile=SM90)
+        with pytest.raises(TypeError, match="'mean' must be a torch.Tensor"):
+            layer_norm_backward(dy, x, w, b, [0.0] * 4, rstd, profile=SM90)
+        with pytest.raises(WrongDeviceError, match="cannot run on device 'meta'"):
+            layer_norm_backward(dy, x, w, b, mean.to("meta"), rstd.to("meta"), profile=SM90)
+        with pytest.raises(ValueError, match="dy and rstd are required"):
+            layer_norm_backward(dy, x, w, b, mean, None, profile=SM90)
+        with pytest.raises(ValueError, match="'rstd' must hold one value per row"):
+            layer_norm_backward(dy, x, w, b, mean, torch.ones(5), profile=SM90)
+        dx, dw, db = layer_norm_backward(dy, x, w, b, mean, rstd, profile=SM90)
+    assert dx.shape == x.shape and dw.shape == db.shape == (8,)
+
+
 @pytest.mark.parametrize("precision, dtype", [(None, tl.float32), ("ieee", tl.float32),
                                               ("tf32", tl.float32), (None, tl.float16)])
 def test_matmul_input_precision_reaches_the_kernel(precision, dtype):

@@ -36,11 +36,11 @@ import triton.language as tl
 from triton import knobs
 
 from .tiles import (DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_triple, _Backward,
-                    _backward_row_tile, _backward_tile, _column_block, _column_sum_tile,
-                    _dropout_scale,
-                    _fits_fused_backward, _grads, _kahan_add, _load, _load_row_constants,
-                    _prepare_backward, _row_block, _row_offsets, _row_operands,
-                    _store_input_grads, _tile_offsets, _tiled_backward_block, _to_acc)
+                    _backward_flags, _backward_row_tile, _backward_tile, _column_block,
+                    _column_sum_tile, _dropout_scale, _fits_fused_backward, _grads,
+                    _kahan_add, _load, _load_row_constants, _prepare_backward, _row_block,
+                    _row_offsets, _row_operands, _store_input_grads, _tile_offsets,
+                    _tiled_backward_block, _to_acc)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -477,7 +477,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
         return done
     n_rows, n_cols = p.n_rows, p.n_cols
     acc = _acc_dtype(x.dtype)
-    programs, planned = _partial_plan(profile, n_rows, n_cols, x.dtype, tuple(p.flags.items()))
+    programs, planned = _partial_plan(profile, n_rows, n_cols, x.dtype, p.flag_key)
     dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
     db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
     planned(*_row_operands(p), dw, db if db is not None else dw, n_rows, n_cols, *dropout_scale)
@@ -487,9 +487,9 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
 
 @launch_plan
 def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  flags: tuple) -> tuple[int, PlannedLaunch]:
-    """(programs, the launch) of the partial-sum backward's dx kernel; ``flags`` are the
-    (name, value) pairs of the operands' constexprs (``_Backward.flags``)."""
+                  flag_key: tuple) -> tuple[int, PlannedLaunch]:
+    """(programs, the launch) of the partial-sum backward's dx kernel; ``flag_key`` is
+    what the operands' constexprs are built from (``_Backward.flag_key``)."""
     block_n = next_power_of_2(n_cols)
     block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
     # a few programs per compute unit: one (the source article's rule) left an H200's SMs
@@ -500,7 +500,8 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
         _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
         SLICE_BROADCAST=profile.slice_broadcast,
-        num_warps=profile.num_warps_for(block_m * block_n, dtype), **dict(flags))
+        num_warps=profile.num_warps_for(block_m * block_n, dtype),
+        **_backward_flags(profile, dtype, *flag_key))
 
 
 def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):

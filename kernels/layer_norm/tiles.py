@@ -18,8 +18,9 @@ import torch
 import triton
 import triton.language as tl
 
-from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
+from triton_cts.execution.input_checks import ShapeMismatchError, WrongDeviceError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from ..fast_launch import launch_plan
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
@@ -218,8 +219,13 @@ def _backward_row_tile(dtype: torch.dtype, profile: Profile) -> int:
     return max(1, _row_tile(dtype, profile) // 2)
 
 
+@launch_plan  # asked on every backward launch
+def _backward_row_tile_of(profile: Profile, dtype: torch.dtype) -> int:
+    return _backward_row_tile(dtype, profile)
+
+
 def _fits_fused_backward(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
-    return n_cols <= _backward_row_tile(dtype, profile)
+    return n_cols <= _backward_row_tile_of(profile, dtype)
 
 
 def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
@@ -342,58 +348,86 @@ class _Backward(NamedTuple):
     dbias: torch.Tensor | None
     n_rows: int
     n_cols: int
-    flags: dict
+    flags: dict            # the dx kernels' operand constexprs (shared: not to be mutated)
+    flag_key: tuple        # what they are built from, a launch plan's key
 
 
 def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
                       dropout_p, dresidual_out, has_residual, profile) -> tuple[_Backward, tuple]:
+    # every launch of the backward passes here: the common case (no dropout, rowscale or
+    # residual) takes one check_inputs call and no work that depends only on the profile
     check_inputs(op, profile, DTYPES, dy=dy, x=x, weight=weight, bias=bias,
                  rowscale=rowscale, dresidual_out=dresidual_out)
-    check_inputs(op, profile, STAT_DTYPES, mean=mean, rstd=rstd)
+    if dy is None or rstd is None:
+        raise ValueError(f"{op}: dy and rstd are required")
+    if not _stats_ok(mean, rstd, x, profile):
+        check_inputs(op, profile, STAT_DTYPES, mean=mean, rstd=rstd)
+        raise WrongDeviceError(f"{op}: mean and rstd must be on x's device, {x.device}")
     if dropout_mask is not None:
         check_inputs(op, profile, MASK_DTYPES, dropout_mask=dropout_mask)
     if x.ndim == 0:
         raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
+    shape = x.shape
     for name, t in (("dy", dy), ("dropout_mask", dropout_mask), ("dresidual_out", dresidual_out)):
-        if t is not None and t.shape != x.shape:
-            raise ShapeMismatchError(f"{op}: {name} must have x's shape {tuple(x.shape)}, "
+        if t is not None and t.shape != shape:
+            raise ShapeMismatchError(f"{op}: {name} must have x's shape {tuple(shape)}, "
                                      f"got {tuple(t.shape)}")
-    n_cols = x.shape[-1]
+    n_cols = shape[-1]
     _check_vector(op, "weight", weight, n_cols)
     _check_vector(op, "bias", bias, n_cols)
     if not rms and mean is None:
         raise ValueError(f"{op}: mean is required unless rms=True")
-    _check_rows(op, "mean", None if rms else mean, x)
-    _check_rows(op, "rstd", rstd, x)
-    _check_rows(op, "rowscale", rowscale, x)
+    n_rows = shape[:-1].numel()
+    for name, t in (("mean", None if rms else mean), ("rstd", rstd), ("rowscale", rowscale)):
+        if t is not None and t.numel() != n_rows:
+            _check_rows(op, name, t, x)
     _check_dropout_p(op, dropout_p)
     if dropout_p > 0.0 and dropout_mask is None:
         raise ValueError(f"{op}: dropout_p > 0 needs the forward's dropout_mask")
 
-    n_rows = x.shape[:-1].numel()
-    flat = (lambda t: None if t is None else t.contiguous())
     x = x.contiguous()
     dx = torch.empty_like(x)
-    acc = _acc_dtype(x.dtype)
     device = x.device
-    prep = _Backward(
-        dy=flat(dy), x=x, weight=weight.contiguous(),
-        mean=None if rms else flat(mean), rstd=flat(rstd),
-        rowscale=flat(rowscale), dropout_mask=flat(dropout_mask),
-        dresidual_out=flat(dresidual_out),
-        dx=dx, dresidual=torch.empty_like(dx) if has_residual else None,
-        dweight=torch.empty(n_cols, dtype=weight.dtype, device=device),
-        dbias=None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
-        n_rows=n_rows, n_cols=n_cols,
-        flags=dict(IS_RMS=rms, HAS_BIAS=bias is not None, HAS_ROWSCALE=rowscale is not None,
-                   HAS_DROPOUT=dropout_mask is not None,
-                   HAS_DRESIDUAL_OUT=dresidual_out is not None, STORE_DRESIDUAL=has_residual,
-                   SELECT_LOADS=profile.select_loads, COMPUTE_FP64=acc == torch.float64))
+    flag_key = (rms, bias is not None, rowscale is not None, dropout_mask is not None,
+                dresidual_out is not None, has_residual)
+    prep = _Backward(  # positional: keywords cost microseconds on every launch
+        dy.contiguous(), x, weight.contiguous(), None if rms else mean.contiguous(),
+        rstd.contiguous(), None if rowscale is None else rowscale.contiguous(),
+        None if dropout_mask is None else dropout_mask.contiguous(),
+        None if dresidual_out is None else dresidual_out.contiguous(),
+        dx, torch.empty_like(dx) if has_residual else None,
+        torch.empty(n_cols, dtype=weight.dtype, device=device),
+        None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
+        n_rows, n_cols, _backward_flags(profile, x.dtype, *flag_key), flag_key)
     if n_rows == 0:
         prep.dweight.zero_()
         if prep.dbias is not None:
             prep.dbias.zero_()
     return prep, _dropout_scale_parts(dropout_p)
+
+
+def _stats_ok(mean, rstd, x, profile) -> bool:
+    """Whether mean (None in RMS mode) and rstd are tensors of a statistics dtype the
+    profile supports, on x's device: the quick test; check_inputs says what is wrong."""
+    device = x.device
+    for t in (mean, rstd):
+        if t is None:
+            continue
+        if (not isinstance(t, torch.Tensor) or t.dtype not in STAT_DTYPES
+                or not profile.supports_dtype(t.dtype) or t.device != device):
+            return False
+    return True
+
+
+@launch_plan
+def _backward_flags(profile, dtype, rms, has_bias, has_rowscale, has_dropout,
+                    has_dresidual_out, has_residual) -> dict:
+    """The dx kernels' operand constexprs, one dict per combination (callers must not
+    mutate it): built once, not on every launch."""
+    return dict(IS_RMS=rms, HAS_BIAS=has_bias, HAS_ROWSCALE=has_rowscale,
+                 HAS_DROPOUT=has_dropout, HAS_DRESIDUAL_OUT=has_dresidual_out,
+                 STORE_DRESIDUAL=has_residual, SELECT_LOADS=profile.select_loads,
+                 COMPUTE_FP64=dtype == torch.float64)
 
 
 def _row_operands(p: _Backward) -> tuple:
