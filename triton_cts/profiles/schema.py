@@ -125,7 +125,13 @@ def _is_pow2(v):
 
 
 def _is_threshold_table(v):
-    return _is_list_of(lambda p: _is_list_of(_is_pos_int)(p) and len(p) == 2)(v)
+    return _is_list_of(lambda p: _is_list_of(_is_pos_int)(p) and len(p) in (2, 3))(v)
+
+
+#: What a [min_block_elements, num_warps] table holds, and its optional third number.
+_TABLE = ("a list of [min_block_elements, num_warps] pairs, ascending; an entry may add a "
+          "third number, the programs kept resident per compute unit (their registers are "
+          "capped to fit: CUDA only)")
 
 
 DTYPE_LIST = f"a list of dtype names from {sorted(DTYPES)}"
@@ -189,17 +195,19 @@ SCHEMA: dict[str, Any] = {
             _is_pos_int, "a positive int (as partials_per_compute_unit, for 16-bit data; "
                          "partials_per_compute_unit where absent)", required=False),
         "default_num_warps": Field(_is_pow2, "a power of two"),
-        "num_warps_by_block": Field(
-            _is_threshold_table,
-            "a list of [min_block_elements, num_warps] pairs, ascending"),
+        "num_warps_by_block": Field(_is_threshold_table, _TABLE),
         "num_warps_by_block_32bit": Field(
-            _is_threshold_table,
-            "a list of [min_block_elements, num_warps] pairs, ascending (programs holding "
-            "32-bit or wider data; num_warps_by_block where absent)", required=False),
+            _is_threshold_table, f"{_TABLE} (programs holding 32-bit or wider data; "
+            "num_warps_by_block where absent)", required=False),
         "layer_norm_num_warps_by_block": Field(
-            _is_threshold_table,
-            "a list of [min_block_elements, num_warps] pairs, ascending (the layer-norm "
-            "fused forward on 16-bit data; num_warps_by_block where absent)", required=False),
+            _is_threshold_table, f"{_TABLE} (the layer-norm fused forward on 16-bit data; "
+            "num_warps_by_block where absent)", required=False),
+        "layer_norm_num_warps_by_block_32bit": Field(
+            _is_threshold_table, f"{_TABLE} (the layer-norm fused forward on 32-bit or "
+            "wider data; num_warps_by_block_32bit where absent)", required=False),
+        "layer_norm_tiled_num_warps_by_block": Field(
+            _is_threshold_table, f"{_TABLE} (the layer-norm tiled forward on 16-bit data, "
+            "rows past the fused tile; num_warps_by_block where absent)", required=False),
         "tile_row_min_bytes": Field(
             lambda v: _is_int(v) and v >= 0,
             "an int >= 0 (bytes the innermost row of an on-chip tile takes at least; 0 "
@@ -296,6 +304,10 @@ PLAUSIBLE: dict[str, Range] = {
                                                    "holds at most 2^20 elements"),
     "launch.num_warps_by_block_32bit": Range(1, 1 << 20, "as launch.num_warps_by_block"),
     "launch.layer_norm_num_warps_by_block": Range(1, 1 << 20, "as launch.num_warps_by_block"),
+    "launch.layer_norm_num_warps_by_block_32bit": Range(1, 1 << 20,
+                                                        "as launch.num_warps_by_block"),
+    "launch.layer_norm_tiled_num_warps_by_block": Range(1, 1 << 20,
+                                                        "as launch.num_warps_by_block"),
     "launch.tile_row_min_bytes": Range(0, 4 * KiB, "bytes of a padded tile row: 32 on the 910B"),
     "launch.column_sum_tile": Range(1, 1 << 20, "rows, columns and warps of one program"),
     "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
@@ -389,6 +401,24 @@ def _walk(schema: dict, data: Any, prefix: str, source: str) -> None:
                                f"expected {spec.expected}, got {type(value).__name__} {value!r}")
 
 
+def _check_resident_programs(source: str, where: str, programs: int, warps: int,
+                             d: dict) -> None:
+    """A table entry's third number: programs kept resident per compute unit, whose
+    registers a launcher caps with Triton's CUDA option ``maxnreg``."""
+    t, lim, comp = d["target"], d["limits"], d["compile"]
+    if t["backend"] != "cuda":
+        raise ProfileError(source, where, f"resident programs {programs}: a register cap "
+                           f"(maxnreg) is a CUDA option, target.backend is '{t['backend']}'")
+    if not lim["registers_per_sm"]:
+        raise ProfileError(source, where, f"resident programs {programs} need "
+                           "limits.registers_per_sm, which is 0 (not modelled)")
+    slots = comp["simds_per_cu"] * comp["max_waves_per_simd"]
+    if programs * warps > slots:
+        raise ProfileError(source, where, f"{programs} programs of {warps} warps exceed the "
+                           f"{slots} warps a compute unit holds (compile.simds_per_cu x "
+                           "compile.max_waves_per_simd)")
+
+
 def _check_consistency(d: dict, source: str) -> None:
     """Cross-field checks: values that are well-typed but describe impossible hardware."""
     t, lim, la = d["target"], d["limits"], d["launch"]
@@ -414,9 +444,10 @@ def _check_consistency(d: dict, source: str) -> None:
         raise ProfileError(source, "launch.default_num_warps",
                            f"expected at most limits.max_num_warps = {lim['max_num_warps']}")
     for table in ("num_warps_by_block", "num_warps_by_block_32bit",
-                  "layer_norm_num_warps_by_block"):
+                  "layer_norm_num_warps_by_block", "layer_norm_num_warps_by_block_32bit",
+                  "layer_norm_tiled_num_warps_by_block"):
         prev = 0
-        for i, (block, warps) in enumerate(la.get(table, ())):
+        for i, (block, warps, *resident) in enumerate(la.get(table, ())):
             where = f"launch.{table}[{i}]"
             if block <= prev:
                 raise ProfileError(source, where, "thresholds must be strictly ascending")
@@ -424,6 +455,8 @@ def _check_consistency(d: dict, source: str) -> None:
                 raise ProfileError(source, where,
                                    f"num_warps {warps} must be a power of two and at most "
                                    f"limits.max_num_warps = {lim['max_num_warps']}")
+            if resident:
+                _check_resident_programs(source, where, resident[0], warps, d)
             prev = block
     if "column_sum_tile" in la and la["column_sum_tile"][2] > lim["max_num_warps"]:
         raise ProfileError(source, "launch.column_sum_tile[2]",

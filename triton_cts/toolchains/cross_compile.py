@@ -131,7 +131,7 @@ def compile_launch(launch: Launch, profile: Profile) -> CompiledStats:
     stats = CompiledStats(
         kernel=launch.name,
         target=f"{profile.backend}:{profile.arch}",
-        config=config_label(meta, num_warps, int(md.num_stages)),
+        config=config_label(meta, num_warps, int(md.num_stages), options.get("maxnreg")),
         num_warps=num_warps,
         num_stages=int(md.num_stages),
         threads_per_block=num_warps * profile.warp_size,
@@ -169,10 +169,13 @@ def _compile_once(src: ASTSource, target, options: dict):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def config_label(meta: dict[str, Any], num_warps: int, num_stages: int) -> str:
-    """``BLOCK_SIZE=1024, num_warps=4, num_stages=3``: the meta-parameters in order."""
+def config_label(meta: dict[str, Any], num_warps: int, num_stages: int,
+                 maxnreg: int | None = None) -> str:
+    """``BLOCK_SIZE=1024, num_warps=4, num_stages=3``: the meta-parameters in order, and
+    the register cap where the launch set one (``maxnreg=32``)."""
     parts = [f"{k}={v}" for k, v in meta.items()]
-    return ", ".join(parts + [f"num_warps={num_warps}", f"num_stages={num_stages}"])
+    parts += [f"num_warps={num_warps}", f"num_stages={num_stages}"]
+    return ", ".join(parts + ([f"maxnreg={maxnreg}"] if maxnreg else []))
 
 
 _USAGE: dict[tuple[str, str], dict] = {}   # (kernel hash, backend) -> resource usage
