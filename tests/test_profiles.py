@@ -51,6 +51,14 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
      "launch.num_warps_by_block_32bit[0]", "power of two"),
     (lambda d: d["launch"].update(layer_norm_num_warps_by_block=[[8192, 64]]),
      "launch.layer_norm_num_warps_by_block[0]", "at most limits.max_num_warps = 32"),
+    (lambda d: d["launch"].update(layer_norm_tiled_num_warps_by_block=[[8192, 16, 2, 1]]),
+     "launch.layer_norm_tiled_num_warps_by_block", "third number"),
+    (lambda d: d["launch"].update(layer_norm_num_warps_by_block_32bit=[[16384, 32, 3]]),
+     "launch.layer_norm_num_warps_by_block_32bit[0]",
+     "3 programs of 32 warps exceed the 64 warps a compute unit holds"),
+    (lambda d: d["limits"].update(registers_per_sm=0) or d["launch"].update(
+        num_warps_by_block=[[8192, 16, 2]]), "launch.num_warps_by_block[0]",
+     "need limits.registers_per_sm"),
     (lambda d: d["target"].update(multi_operand_reduce="no"), "target.multi_operand_reduce",
      "true or false"),
     (lambda d: d["launch"].update(column_sum_tile=[32, 32]), "launch.column_sum_tile",
@@ -75,6 +83,15 @@ def test_invalid_profile_names_file_field_and_expectation(tmp_path, change, fiel
     assert err.field == field
     assert expected in err.message
     assert str(path) in str(err)
+
+
+def test_resident_programs_need_a_register_cap(tmp_path):
+    # a table entry's third number is met by Triton's CUDA-only maxnreg option
+    path = _mutate(tmp_path, lambda d: d["launch"].update(num_warps_by_block=[[8192, 8, 2]]),
+                   name="amd-gfx942")
+    with pytest.raises(ProfileError, match="maxnreg.*target.backend is 'hip'") as info:
+        load_profile(path)
+    assert info.value.field == "launch.num_warps_by_block[0]"
 
 
 def test_name_must_match_file_stem(tmp_path):
@@ -129,6 +146,17 @@ def test_helpers_read_the_profile():
     assert sm90.num_warps_for(8192, torch.bfloat16, ln) == 16
     assert sm90.num_warps_for(16384, torch.float32, ln) == 32
     assert gfx942.num_warps_for(16384, torch.bfloat16, ln) == gfx942.num_warps_for(16384)
+    # a table's third number keeps that many programs resident: registers capped to fit
+    h200 = profiles["nvidia-sm90-h200"]
+    assert h200.launch_options_for(16384, torch.float32, ln) == {"num_warps": 32, "maxnreg": 32}
+    assert h200.launch_options_for(8192, torch.float32, ln) == {"num_warps": 16}
+    assert h200.launch_options_for(8192, torch.float64, ln) == {"num_warps": 32}  # no cap
+    assert h200.launch_options_for(16384, torch.bfloat16, ln) == {"num_warps": 8}
+    tiled = "layer_norm_tiled_num_warps_by_block"
+    assert h200.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16,
+                                                                    "maxnreg": 64}
+    assert h200.launch_options_for(32768, torch.float32, tiled) == {"num_warps": 32}
+    assert sm90.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 32}
     assert sm90.capped_grid(10**9) == 65535 and sm90.capped_grid(0) == 1
     assert npu.capped_grid(1000) == 40
     assert npu.select_loads and npu.slice_broadcast and not sm90.select_loads

@@ -343,12 +343,12 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
             _layer_norm_fwd_fused_kernel, grid, **meta, BLOCK_M=block_m, BLOCK_N=block_n,
             SLICE_BROADCAST=profile.slice_broadcast, GRID_STRIDE=grid_stride,
             PAIRED_SUMS=profile.multi_operand_reduce,
-            num_warps=profile.num_warps_for(block_m * block_n, dtype,
-                                            "layer_norm_num_warps_by_block"))
-    block_n, num_warps = _tiled_forward_block(n_cols, dtype, profile, has_dropout)
+            **profile.launch_options_for(block_m * block_n, dtype,
+                                         "layer_norm_num_warps_by_block"))
+    block_n, options = _tiled_forward_block(n_cols, dtype, profile, has_dropout)
     return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (profile.capped_grid(n_rows),), **meta,
                          BLOCK_N=block_n, PAIRED_SUMS=profile.multi_operand_reduce,
-                         THIRD_SUM=dtype.itemsize >= 4, num_warps=num_warps)
+                         THIRD_SUM=dtype.itemsize >= 4, **options)
 
 
 def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

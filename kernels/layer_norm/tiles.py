@@ -229,8 +229,8 @@ def _fits_fused_backward(n_cols: int, dtype: torch.dtype, profile: Profile) -> b
 
 
 def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
-                         dropout: bool) -> tuple[int, int]:
-    """(columns per tile, num_warps) of the tiled forward. It reduces each tile to scalars
+                         dropout: bool) -> tuple[int, dict[str, int]]:
+    """(columns per tile, launch options) of the tiled forward. It reduces each tile to scalars
     at once and keeps no tile-wide accumulator, so a tile is as long as a fused row; but
     with dropout its first pass also keeps the Philox state and stores x' and the
     keep-mask: half the dropout row tile overflowed the NPU's unified buffer (2048 float16
@@ -238,10 +238,13 @@ def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
     quarter. Warps are those of twice the tile (x' and its centred copy are live
     together), four times with dropout: at the tile's own warps bf16 spilled 8-16 bytes a
     thread on sm_100 and sm_120, and the dropout quarter 16-24 bytes on sm_90, where 16
-    and 32 warps ran alike (bf16 1024x65536 on an H100: 73-75% of copy)."""
+    and 32 warps ran alike (bf16 1024x65536 on an H100: 73-75% of copy). The warps (and a
+    register cap, where the entry keeps several programs resident) come from the
+    profile's ``layer_norm_tiled_num_warps_by_block``."""
     tile = _forward_row_tile(dtype, profile, dropout) // (2 if dropout else 1)
     block = max(1, min(tile, next_power_of_2(n_cols)))
-    return block, profile.num_warps_for((4 if dropout else 2) * block, dtype)
+    return block, profile.launch_options_for((4 if dropout else 2) * block, dtype,
+                                             "layer_norm_tiled_num_warps_by_block")
 
 
 def _tiled_backward_block(n_cols: int, dtype: torch.dtype, profile: Profile) -> tuple[int, int]:
