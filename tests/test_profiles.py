@@ -156,7 +156,10 @@ def test_helpers_read_the_profile():
     assert h200.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16,
                                                                     "maxnreg": 64}
     assert h200.launch_options_for(32768, torch.float32, tiled) == {"num_warps": 32}
-    assert sm90.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 32}
+    assert sm90.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16,
+                                                                    "maxnreg": 64}
+    assert sm90.launch_options_for(16384, torch.float32, ln) == {"num_warps": 32}
+    assert gfx942.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16}
     assert sm90.capped_grid(10**9) == 65535 and sm90.capped_grid(0) == 1
     assert npu.capped_grid(1000) == 40
     assert npu.select_loads and npu.slice_broadcast and not sm90.select_loads
