@@ -156,8 +156,8 @@ class Profile:
         """The launch options of a program of ``block`` elements: ``num_warps`` as
         :meth:`num_warps_for` and, where the table's entry names a third number (programs
         kept resident per compute unit), ``maxnreg``: the registers a thread may use so
-        that that many programs fit in ``limits.registers_per_sm``, in the allocation
-        unit of 8 a thread. A second resident program overlaps one program's loads with
+        that that many programs fit in ``limits.registers_per_sm``, a warp's registers
+        counted in ``compile.register_allocation_unit`` as the occupancy model counts them. A second resident program overlaps one program's loads with
         the other's reductions where a single program would fill the compute unit alone.
         64-bit data are never capped: their arithmetic takes register pairs, and float64
         layer norm at 8192 columns (the entry of 16384 32-bit elements) ran at 1749 GB/s
@@ -165,8 +165,10 @@ class Profile:
         warps, programs = self._warps_entry(block, dtype, table)
         options = {"num_warps": warps}
         if programs and (dtype is None or dtype.itemsize <= 4):
-            cap = self.data["limits"]["registers_per_sm"] // (programs * warps * self.warp_size)
-            options["maxnreg"] = min(self.registers_per_thread or cap, cap // 8 * 8)
+            unit = self.data["compile"].get("register_allocation_unit", 1)
+            per_warp = self.data["limits"]["registers_per_sm"] // (programs * warps)
+            cap = per_warp // unit * unit // self.warp_size
+            options["maxnreg"] = min(self.registers_per_thread or cap, cap)
         return options
 
     def _warps_entry(self, block: int, dtype: torch.dtype | None,

@@ -134,6 +134,11 @@ _TABLE = ("a list of [min_block_elements, num_warps] pairs, ascending; an entry 
           "capped to fit: CUDA only)")
 
 
+def _warps_table(use: str) -> Field:
+    """An optional warps table of some programs (``use``), and what stands in where absent."""
+    return Field(_is_threshold_table, f"{_TABLE} ({use})", required=False)
+
+
 DTYPE_LIST = f"a list of dtype names from {sorted(DTYPES)}"
 
 SCHEMA: dict[str, Any] = {
@@ -196,18 +201,16 @@ SCHEMA: dict[str, Any] = {
                          "partials_per_compute_unit where absent)", required=False),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(_is_threshold_table, _TABLE),
-        "num_warps_by_block_32bit": Field(
-            _is_threshold_table, f"{_TABLE} (programs holding 32-bit or wider data; "
-            "num_warps_by_block where absent)", required=False),
-        "layer_norm_num_warps_by_block": Field(
-            _is_threshold_table, f"{_TABLE} (the layer-norm fused forward on 16-bit data; "
-            "num_warps_by_block where absent)", required=False),
-        "layer_norm_num_warps_by_block_32bit": Field(
-            _is_threshold_table, f"{_TABLE} (the layer-norm fused forward on 32-bit or "
-            "wider data; num_warps_by_block_32bit where absent)", required=False),
-        "layer_norm_tiled_num_warps_by_block": Field(
-            _is_threshold_table, f"{_TABLE} (the layer-norm tiled forward on 16-bit data, "
-            "rows past the fused tile; num_warps_by_block where absent)", required=False),
+        "num_warps_by_block_32bit": _warps_table(
+            "programs holding 32-bit or wider data; num_warps_by_block where absent"),
+        "layer_norm_num_warps_by_block": _warps_table(
+            "the layer-norm fused forward on 16-bit data; num_warps_by_block where absent"),
+        "layer_norm_num_warps_by_block_32bit": _warps_table(
+            "the layer-norm fused forward on 32-bit or wider data; num_warps_by_block_32bit "
+            "where absent"),
+        "layer_norm_tiled_num_warps_by_block": _warps_table(
+            "the layer-norm tiled forward on 16-bit data, rows past the fused tile; "
+            "num_warps_by_block where absent"),
         "tile_row_min_bytes": Field(
             lambda v: _is_int(v) and v >= 0,
             "an int >= 0 (bytes the innermost row of an on-chip tile takes at least; 0 "
@@ -443,9 +446,8 @@ def _check_consistency(d: dict, source: str) -> None:
     if la["default_num_warps"] > lim["max_num_warps"]:
         raise ProfileError(source, "launch.default_num_warps",
                            f"expected at most limits.max_num_warps = {lim['max_num_warps']}")
-    for table in ("num_warps_by_block", "num_warps_by_block_32bit",
-                  "layer_norm_num_warps_by_block", "layer_norm_num_warps_by_block_32bit",
-                  "layer_norm_tiled_num_warps_by_block"):
+    tables = [name for name, f in SCHEMA["launch"].items() if f.check is _is_threshold_table]
+    for table in tables:
         prev = 0
         for i, (block, warps, *resident) in enumerate(la.get(table, ())):
             where = f"launch.{table}[{i}]"
