@@ -250,3 +250,26 @@ def test_16bit_partials_apply_to_16bit_data_only():
         base.partials_per_compute_unit
     with pytest.raises(ProfileError, match="partials_per_compute_unit_16bit"):
         base.derive(**{"launch.partials_per_compute_unit_16bit": 0})
+
+
+def test_backward_warps_table_reaches_both_dx_kernels():
+    """``launch.layer_norm_backward_num_warps_by_block`` (and ``_32bit``) set the warps and
+    register cap of the layer-norm backward's fused and tiled dx kernels; without it they
+    take the general tables."""
+    from kernels.layer_norm.backward import _partial_plan
+    from kernels.layer_norm.tiles import _tiled_backward_block
+
+    sm90 = load_profiles()["nvidia-sm90"]
+    flags = (False, True, False, False, False, False)
+    _, plan = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
+    assert plan.meta["num_warps"] == sm90.num_warps_for(4096, torch.bfloat16)
+    assert _tiled_backward_block(65536, torch.float32, sm90)[1] == {
+        "num_warps": sm90.num_warps_for(2 * 8192, torch.float32)}
+    tuned = sm90.derive(**{
+        "launch.layer_norm_backward_num_warps_by_block": [[4096, 8], [16384, 16, 2]],
+        "launch.layer_norm_backward_num_warps_by_block_32bit": [[16384, 16]]})
+    _, plan = _partial_plan(tuned, 16384, 4096, torch.bfloat16, flags)
+    assert plan.meta["num_warps"] == 8 and "maxnreg" not in plan.meta
+    block, options = _tiled_backward_block(65536, torch.bfloat16, tuned)
+    assert (block, options) == (8192, {"num_warps": 16, "maxnreg": 64})
+    assert _tiled_backward_block(65536, torch.float32, tuned)[1] == {"num_warps": 16}

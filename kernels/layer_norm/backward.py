@@ -35,8 +35,8 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .tiles import (DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_triple, _Backward,
-                    _backward_flags, _backward_row_tile, _backward_tile, _column_block,
+from .tiles import (BACKWARD_WARPS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_triple,
+                    _Backward, _backward_flags, _backward_row_tile, _backward_tile, _column_block,
                     _column_sum_tile, _dropout_scale, _fits_fused_backward, _grads,
                     _kahan_add, _load, _load_row_constants, _prepare_backward, _row_block,
                     _row_offsets, _row_operands, _store_input_grads, _tile_offsets,
@@ -376,11 +376,11 @@ def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Prof
         rows = next_power_of_2(cfg["ROWS_PER_PROGRAM"])
         if rows * block_n > limit or rows > next_power_of_2(n_rows):
             continue
-        warps = profile.num_warps_for(rows * block_n, dtype)
+        warps = profile.num_warps_for(rows * block_n, dtype, BACKWARD_WARPS)
         configs.append((rows, cfg.get("num_warps", warps),
                         cfg.get("num_stages", 3)))
     if not configs:  # one row per step always fits
-        configs.append((1, profile.num_warps_for(block_n, dtype), 3))
+        configs.append((1, profile.num_warps_for(block_n, dtype, BACKWARD_WARPS), 3))
     return tuple(dict.fromkeys(configs))
 
 
@@ -500,20 +500,20 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
         _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
         SLICE_BROADCAST=profile.slice_broadcast,
-        num_warps=profile.num_warps_for(block_m * block_n, dtype),
+        **profile.launch_options_for(block_m * block_n, dtype, BACKWARD_WARPS),
         **_backward_flags(profile, dtype, *flag_key))
 
 
 def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     n_rows, n_cols = p.n_rows, p.n_cols
     dtype = p.x.dtype
-    block_n, num_warps = _tiled_backward_block(n_cols, dtype, profile)
+    block_n, options = _tiled_backward_block(n_cols, dtype, profile)
     flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
     mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
     launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        num_warps=num_warps, **flags)
+        **options, **flags)
     block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
     launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,

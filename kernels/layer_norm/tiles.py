@@ -247,15 +247,20 @@ def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
                                              "layer_norm_tiled_num_warps_by_block")
 
 
-def _tiled_backward_block(n_cols: int, dtype: torch.dtype, profile: Profile) -> tuple[int, int]:
-    """(columns per tile, num_warps) of the tiled backward's dx kernel. Like the tiled
+#: The profile's warps table (``launch.<name>``, ``<name>_32bit``) of the backward's dx kernels.
+BACKWARD_WARPS = "layer_norm_backward_num_warps_by_block"
+
+
+def _tiled_backward_block(n_cols: int, dtype: torch.dtype,
+                          profile: Profile) -> tuple[int, dict[str, int]]:
+    """(columns per tile, launch options) of the tiled backward's dx kernel. Like the tiled
     forward it reduces each tile to scalars at once, so a tile is the fused backward's row
-    tile (it holds the same x, dy, w and their products), with the warps of twice as many
-    elements. (With three tile-wide accumulators the tile was a quarter of the forward's
-    row tile: 47-57% of copy for bf16 forward+backward at 16384 columns and more on an
-    H100.)"""
+    tile (it holds the same x, dy, w and their products), with the warps (and register
+    cap) of twice as many elements in the profile's ``layer_norm_backward_num_warps_by_block``.
+    (With three tile-wide accumulators the tile was a quarter of the forward's row tile:
+    47-57% of copy for bf16 forward+backward at 16384 columns and more on an H100.)"""
     block = max(1, min(_backward_row_tile(dtype, profile), next_power_of_2(n_cols)))
-    return block, profile.num_warps_for(2 * block, dtype)
+    return block, profile.launch_options_for(2 * block, dtype, BACKWARD_WARPS)
 
 
 def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:

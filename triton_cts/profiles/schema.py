@@ -211,6 +211,12 @@ SCHEMA: dict[str, Any] = {
         "layer_norm_tiled_num_warps_by_block": _warps_table(
             "the layer-norm tiled forward on 16-bit data, rows past the fused tile; "
             "num_warps_by_block where absent"),
+        "layer_norm_backward_num_warps_by_block": _warps_table(
+            "the layer-norm backward's dx kernels on 16-bit data (fused: rows x columns of a "
+            "program; tiled: twice its tile); num_warps_by_block where absent"),
+        "layer_norm_backward_num_warps_by_block_32bit": _warps_table(
+            "as layer_norm_backward_num_warps_by_block, on 32-bit or wider data; "
+            "num_warps_by_block_32bit where absent"),
         "tile_row_min_bytes": Field(
             lambda v: _is_int(v) and v >= 0,
             "an int >= 0 (bytes the innermost row of an on-chip tile takes at least; 0 "
@@ -311,6 +317,10 @@ PLAUSIBLE: dict[str, Range] = {
                                                         "as launch.num_warps_by_block"),
     "launch.layer_norm_tiled_num_warps_by_block": Range(1, 1 << 20,
                                                         "as launch.num_warps_by_block"),
+    "launch.layer_norm_backward_num_warps_by_block": Range(1, 1 << 20,
+                                                           "as launch.num_warps_by_block"),
+    "launch.layer_norm_backward_num_warps_by_block_32bit": Range(
+        1, 1 << 20, "as launch.num_warps_by_block"),
     "launch.tile_row_min_bytes": Range(0, 4 * KiB, "bytes of a padded tile row: 32 on the 910B"),
     "launch.column_sum_tile": Range(1, 1 << 20, "rows, columns and warps of one program"),
     "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
