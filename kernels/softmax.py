@@ -22,7 +22,8 @@ the sum); a -inf among finite values gives 0 (log_softmax: -inf). Masked-off lan
 that tiles that are all -inf do not turn the running sum into NaN.
 
 Programs walk row blocks with a grid-stride loop, so the grid is capped at the profile's
-MAX_GRID_NUM; row offsets are int64. Where the profile asks for select loads (SIMD-style
+MAX_GRID_NUM (and the online forward's at a few programs per compute unit where the profile
+says so, to keep rows in cache between its two passes); row offsets are int64. Where the profile asks for select loads (SIMD-style
 NPUs), masked-off lanes are clamped to a valid address, loaded unmasked, and replaced with
 tl.where, so no load depends on a discrete mask.
 """
@@ -255,9 +256,12 @@ def _plan(profile: Profile, backward: bool, looped: bool, n_rows: int, n_cols: i
                                   GRID_STRIDE=grid_stride,
                                   num_warps=profile.num_warps_for(block_m * block_n, dtype))
     block_n = min(block_n, max_fused)
-    kernel = _softmax_bwd_looped_kernel if backward else _softmax_fwd_online_kernel
-    return kernel, (profile.capped_grid(n_rows),), dict(
-        meta, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n, dtype))
+    meta = dict(meta, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n, dtype))
+    if backward:
+        return _softmax_bwd_looped_kernel, (profile.capped_grid(n_rows),), meta
+    # the online forward reads each row twice: the grid may be capped so that the rows in
+    # flight stay in the cache for the second pass (the profile's measured constant)
+    return _softmax_fwd_online_kernel, (profile.online_grid(n_rows, dtype),), meta
 
 
 def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile) -> torch.Tensor:

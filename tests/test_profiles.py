@@ -252,6 +252,26 @@ def test_16bit_partials_apply_to_16bit_data_only():
         base.derive(**{"launch.partials_per_compute_unit_16bit": 0})
 
 
+def test_online_grid_caps_32bit_rows_only():
+    """``launch.online_programs_per_compute_unit_32bit`` caps the online softmax forward's
+    grid on float32 data at that many programs a compute unit; other dtypes, and profiles
+    without the field, launch a program a row (capped at MAX_GRID_NUM); a bad value names
+    its field."""
+    profiles = load_profiles()
+    sm90, gfx942 = profiles["nvidia-sm90"], profiles["amd-gfx942"]
+    units = sm90.compute_units
+    assert sm90.online_grid(4 * units, torch.float32) == units
+    assert sm90.online_grid(7, torch.float32) == 7  # fewer rows than the cap
+    assert sm90.online_grid(4 * units, torch.bfloat16) == 4 * units
+    assert sm90.online_grid(4 * units, torch.float64) == 4 * units
+    assert sm90.online_grid(10**9, torch.bfloat16) == sm90.capped_grid(10**9)
+    assert gfx942.online_grid(10**6, torch.float32) == gfx942.capped_grid(10**6)
+    two = sm90.derive(**{"launch.online_programs_per_compute_unit_32bit": 2})
+    assert two.online_grid(10**6, torch.float32) == 2 * units
+    with pytest.raises(ProfileError, match="online_programs_per_compute_unit_32bit"):
+        sm90.derive(**{"launch.online_programs_per_compute_unit_32bit": 0})
+
+
 def test_backward_warps_table_reaches_both_dx_kernels():
     """``launch.layer_norm_backward_num_warps_by_block`` (and ``_32bit``) set the warps and
     register cap of the layer-norm backward's fused and tiled dx kernels; without it they

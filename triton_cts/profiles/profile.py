@@ -140,6 +140,18 @@ class Profile:
             return launch["partials_per_compute_unit_16bit"]
         return launch["partials_per_compute_unit"]
 
+    def online_grid(self, n_rows: int, dtype: torch.dtype) -> int:
+        """Programs of a long-row (online) kernel that walks ``n_rows`` rows twice: one per
+        row (capped at MAX_GRID_NUM), or on 32-bit data at most
+        ``online_programs_per_compute_unit_32bit`` per compute unit where the profile has
+        it. Fewer programs keep fewer rows in flight, so a row's second walk finds it in
+        the cache."""
+        grid = self.capped_grid(n_rows)
+        per_unit = self.data["launch"].get("online_programs_per_compute_unit_32bit")
+        if per_unit is None or dtype.itemsize != 4:
+            return grid
+        return min(grid, per_unit * self.compute_units)
+
     def num_warps_for(self, block: int, dtype: torch.dtype | None = None,
                       table: str = "num_warps_by_block") -> int:
         """num_warps for a program of ``block`` elements, by the profile's threshold table.

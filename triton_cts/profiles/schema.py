@@ -199,6 +199,10 @@ SCHEMA: dict[str, Any] = {
         "partials_per_compute_unit_16bit": Field(
             _is_pos_int, "a positive int (as partials_per_compute_unit, for 16-bit data; "
                          "partials_per_compute_unit where absent)", required=False),
+        "online_programs_per_compute_unit_32bit": Field(
+            _is_pos_int, "a positive int (programs per compute unit of the online softmax "
+                         "forward on 32-bit data; a program per row where absent)",
+            required=False),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(_is_threshold_table, _TABLE),
         "num_warps_by_block_32bit": _warps_table(
@@ -308,6 +312,8 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.row_stack_bytes": _BLOCK_BYTES,
     "launch.partials_per_compute_unit": Range(1, 1024, "programs per compute unit: a few"),
     "launch.partials_per_compute_unit_16bit": Range(1, 1024, "programs per compute unit: a few"),
+    "launch.online_programs_per_compute_unit_32bit": Range(1, 1024,
+                                                           "programs per compute unit: a few"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),
     "launch.num_warps_by_block": Range(1, 1 << 20, "block elements and warps: a Triton block "
                                                    "holds at most 2^20 elements"),
