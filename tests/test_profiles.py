@@ -238,14 +238,16 @@ def test_new_targets_differ_from_their_predecessors_where_the_hardware_does():
 
 def test_16bit_partials_apply_to_16bit_data_only():
     """``launch.partials_per_compute_unit_16bit`` sets the partial-sum backward's programs
-    per compute unit for 16-bit data; wider data, and every dtype on a profile without
-    it, take ``partials_per_compute_unit``; a bad value names its field."""
-    base = load_profiles()["nvidia-sm90"]
+    per compute unit for 16-bit rows stacked several a program; wider data, unstacked
+    rows, and every dtype on a profile without it, take ``partials_per_compute_unit``; a
+    bad value names its field."""
+    base = load_profiles()["amd-gfx942"]
     assert "partials_per_compute_unit_16bit" not in base.data["launch"]
     assert base.partials_for(torch.bfloat16) == base.partials_for(torch.float32) == \
         base.partials_per_compute_unit
     more = base.derive(**{"launch.partials_per_compute_unit_16bit": 4})
     assert more.partials_for(torch.bfloat16) == more.partials_for(torch.float16) == 4
+    assert more.partials_for(torch.bfloat16, stacked=False) == base.partials_per_compute_unit
     assert more.partials_for(torch.float32) == more.partials_for(torch.float64) == \
         base.partials_per_compute_unit
     with pytest.raises(ProfileError, match="partials_per_compute_unit_16bit"):
@@ -293,3 +295,16 @@ def test_backward_warps_table_reaches_both_dx_kernels():
     block, options = _tiled_backward_block(65536, torch.bfloat16, tuned)
     assert (block, options) == (8192, {"num_warps": 16, "maxnreg": 64})
     assert _tiled_backward_block(65536, torch.float32, tuned)[1] == {"num_warps": 16}
+
+
+def test_partial_backward_takes_the_16bit_partials_only_for_stacked_rows():
+    from kernels.layer_norm.backward import _partial_plan
+
+    sm90 = load_profiles()["nvidia-sm90"]
+    flags = (False, True, False, False, False, False)
+    units = sm90.compute_units
+    stacked, plan = _partial_plan(sm90, 32768, 1024, torch.bfloat16, flags)
+    assert plan.meta["ROWS_PER_PROGRAM"] > 1 and stacked == 4 * units
+    single, plan = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
+    assert plan.meta["ROWS_PER_PROGRAM"] == 1 and single == 2 * units
+    assert _partial_plan(sm90, 32768, 1024, torch.float32, flags)[0] == 2 * units

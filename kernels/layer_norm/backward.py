@@ -494,7 +494,7 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
     # a few programs per compute unit: one (the source article's rule) left an H200's SMs
     # with too few warps in flight to hide memory latency (16-bit rows may take more)
-    partials = profile.compute_units * profile.partials_for(dtype)
+    partials = profile.compute_units * profile.partials_for(dtype, stacked=block_m > 1)
     programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
     return programs, PlannedLaunch(
         _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,

@@ -132,11 +132,12 @@ class Profile:
     def partials_per_compute_unit(self) -> int:
         return self.data["launch"]["partials_per_compute_unit"]
 
-    def partials_for(self, dtype: torch.dtype) -> int:
+    def partials_for(self, dtype: torch.dtype, stacked: bool = True) -> int:
         """Programs per compute unit of a partial-sum backward on ``dtype`` data: 16-bit
-        data take ``partials_per_compute_unit_16bit`` where the profile has one."""
+        rows short enough that a program stacks several (``stacked``) take
+        ``partials_per_compute_unit_16bit`` where the profile has one."""
         launch = self.data["launch"]
-        if dtype.itemsize == 2 and "partials_per_compute_unit_16bit" in launch:
+        if stacked and dtype.itemsize == 2 and "partials_per_compute_unit_16bit" in launch:
             return launch["partials_per_compute_unit_16bit"]
         return launch["partials_per_compute_unit"]
 

@@ -197,8 +197,9 @@ SCHEMA: dict[str, Any] = {
         "partials_per_compute_unit": Field(
             _is_pos_int, "a positive int (programs per compute unit of a partial-sum backward)"),
         "partials_per_compute_unit_16bit": Field(
-            _is_pos_int, "a positive int (as partials_per_compute_unit, for 16-bit data; "
-                         "partials_per_compute_unit where absent)", required=False),
+            _is_pos_int, "a positive int (as partials_per_compute_unit, for 16-bit rows "
+                         "short enough to stack several a program; partials_per_compute_unit "
+                         "where absent)", required=False),
         "online_programs_per_compute_unit_32bit": Field(
             _is_pos_int, "a positive int (programs per compute unit of the online softmax "
                          "forward on 32-bit data; a program per row where absent)",
