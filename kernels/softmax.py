@@ -35,6 +35,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from .fast_launch import launch, launch_plan
+from .row_align import aligned, row_align
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -53,8 +54,10 @@ def _softmax_fwd_fused_kernel(
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
     GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
+    ROW_ALIGN: tl.constexpr,    # a power of two dividing n_cols (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    n_cols = aligned(n_cols, ROW_ALIGN)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
@@ -91,8 +94,10 @@ def _softmax_fwd_online_kernel(
     LOG: tl.constexpr,          # True: log_softmax, False: softmax
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+    ROW_ALIGN: tl.constexpr,    # a power of two dividing n_cols (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    n_cols = aligned(n_cols, ROW_ALIGN)
     for row in range(pid, n_rows, tl.num_programs(0)):
         base = X + row * n_cols
         # Pass 1: running max m and running sum s of exp(x - m).
@@ -146,8 +151,10 @@ def _softmax_bwd_fused_kernel(
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
     GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
+    ROW_ALIGN: tl.constexpr,    # a power of two dividing n_cols (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    n_cols = aligned(n_cols, ROW_ALIGN)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
@@ -180,8 +187,10 @@ def _softmax_bwd_looped_kernel(
     BLOCK_N: tl.constexpr,      # columns per tile
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
+    ROW_ALIGN: tl.constexpr,    # a power of two dividing n_cols (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    n_cols = aligned(n_cols, ROW_ALIGN)
     for row in range(pid, n_rows, tl.num_programs(0)):
         dy_row = DY + row * n_cols
         y_row = Y + row * n_cols
@@ -247,7 +256,8 @@ def _plan(profile: Profile, backward: bool, looped: bool, n_rows: int, n_cols: i
     """(kernel, grid, constexprs and options from the profile) of one softmax launch;
     ``dtype`` is that of the data a program holds."""
     block_n = next_power_of_2(n_cols)
-    meta = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(dtype))
+    meta = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(dtype),
+                ROW_ALIGN=row_align(n_cols, dtype.itemsize))
     if block_n <= max_fused and not looped:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, dtype)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))

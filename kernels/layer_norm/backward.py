@@ -45,6 +45,7 @@ from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PlannedLaunch, launch, launch_plan
+from ..row_align import aligned, row_align
 
 #: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
 #: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
@@ -87,8 +88,10 @@ def _layer_norm_bwd_fused_kernel(
     SELECT_LOADS: tl.constexpr,
     SLICE_BROADCAST: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    N = aligned(N, ROW_ALIGN)
     dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
     cols = tl.arange(0, BLOCK_N)
@@ -179,7 +182,9 @@ def _sum_rows_kernel(
     BLOCK_N: tl.constexpr,  # columns per program
     SELECT_LOADS: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
+    N = aligned(N, ROW_ALIGN)
     # dweight and dbias in one launch (a launch costs more host time than this kernel
     # runs), split on grid axis 0: NPUs flatten the other axes
     pid = tl.program_id(0).to(tl.int64)
@@ -206,8 +211,10 @@ def _layer_norm_bwd_dx_tiled_kernel(
     SELECT_LOADS: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
     TRIPLE_SUMS: tl.constexpr,  # the three sums in one tl.reduce (where the backend lowers it)
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    N = aligned(N, ROW_ALIGN)
     dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
     for row in range(pid, n_rows, tl.num_programs(0)):
@@ -291,8 +298,10 @@ def _layer_norm_bwd_dwdb_kernel(
     SELECT_LOADS: tl.constexpr,
     SLICE_BROADCAST: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    N = aligned(N, ROW_ALIGN)
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
     for block in range(pid, tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
         cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -430,7 +439,8 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
                                                  cdiv(n_rows, meta["ROWS_PER_PROGRAM"]))),)
     launch(kernel, grid, *_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
            BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
-           SLICE_BROADCAST=profile.slice_broadcast, **p.flags)
+           SLICE_BROADCAST=profile.slice_broadcast,
+           ROW_ALIGN=row_align(n_cols, x.dtype.itemsize), **p.flags)
     p.dweight.copy_(dw)
     if db is not None:
         p.dbias.copy_(db)
@@ -457,6 +467,7 @@ def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype
     return n_programs, PlannedLaunch(
         _sum_rows_kernel, (n_programs * n_pairs,), BLOCK_P=block_p, BLOCK_N=block_n,
         SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
+        ROW_ALIGN=row_align(n_cols, dtype.itemsize),
         num_warps=profile.num_warps_for(block_p * block_n, dtype))
 
 
@@ -499,7 +510,7 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     return programs, PlannedLaunch(
         _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
-        SLICE_BROADCAST=profile.slice_broadcast,
+        SLICE_BROADCAST=profile.slice_broadcast, ROW_ALIGN=row_align(n_cols, dtype.itemsize),
         **profile.launch_options_for(block_m * block_n, dtype, BACKWARD_WARPS),
         **_backward_flags(profile, dtype, *flag_key))
 
@@ -513,7 +524,7 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        **options, **flags)
+        ROW_ALIGN=row_align(n_cols, dtype.itemsize), **options, **flags)
     block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
     launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
@@ -521,7 +532,8 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
         BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
         HAS_BIAS=p.dbias is not None, COMPENSATED=n_rows > COMPENSATE_ROWS,
         SELECT_LOADS=profile.select_loads, SLICE_BROADCAST=profile.slice_broadcast,
-        COMPUTE_FP64=p.flags["COMPUTE_FP64"], num_warps=num_warps)
+        COMPUTE_FP64=p.flags["COMPUTE_FP64"], ROW_ALIGN=row_align(n_cols, dtype.itemsize),
+        num_warps=num_warps)
     return _grads(p)
 
 

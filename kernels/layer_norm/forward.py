@@ -24,6 +24,7 @@ import triton
 import triton.language as tl
 
 from ..grid_stride import block_range, launch_grid
+from ..row_align import aligned, row_align
 from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows,
                     _check_vector, _dropout_scale, _dropout_scale_parts, _fits_fused,
                     _forward_tile, _kahan_add, _load, _load_row_constants, _prenorm_input,
@@ -69,8 +70,10 @@ def _layer_norm_fwd_fused_kernel(
     COMPUTE_FP64: tl.constexpr,
     GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
     PAIRED_SUMS: tl.constexpr,  # both sums in one tl.reduce (where the backend lowers it)
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)  # int64 row offsets past 2^31 elements
+    N = aligned(N, ROW_ALIGN)
     dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
     cols = tl.arange(0, BLOCK_N)
     _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS)
@@ -139,8 +142,10 @@ def _layer_norm_fwd_tiled_kernel(
     COMPUTE_FP64: tl.constexpr,
     PAIRED_SUMS: tl.constexpr,  # both sums in one tl.reduce (where the backend lowers it)
     THIRD_SUM: tl.constexpr,    # also sum x per tile (32-bit inputs: see the mean below)
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
+    N = aligned(N, ROW_ALIGN)
     dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
     for row in range(pid, n_rows, tl.num_programs(0)):
@@ -333,7 +338,8 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
                 COMPUTE_FP64=dtype == torch.float64, IS_RMS=rms, HAS_BIAS=has_bias,
                 HAS_RESIDUAL=has_residual, STORE_RESIDUAL_OUT=store_residual_out,
                 HAS_ROWSCALE=has_rowscale, HAS_DROPOUT=has_dropout,
-                STORE_DROPOUT_MASK=store_dropout_mask)
+                STORE_DROPOUT_MASK=store_dropout_mask,
+                ROW_ALIGN=row_align(n_cols, dtype.itemsize))
     if _fits_fused(n_cols, dtype, profile, has_dropout):
         block_n = next_power_of_2(n_cols)
         block_m = _row_block(n_rows, block_n, _forward_tile(dtype, profile, has_dropout),
