@@ -23,9 +23,10 @@ that tiles that are all -inf do not turn the running sum into NaN.
 
 Programs walk row blocks with a grid-stride loop, so the grid is capped at the profile's
 MAX_GRID_NUM (and the online forward's at a few programs per compute unit where the profile
-says so, to keep rows in cache between its two passes); row offsets are int64. Where the profile asks for select loads (SIMD-style
-NPUs), masked-off lanes are clamped to a valid address, loaded unmasked, and replaced with
-tl.where, so no load depends on a discrete mask.
+says so, to keep rows in cache between its two passes); row offsets are int64. Where the
+profile asks for select loads (SIMD-style NPUs), masked-off lanes are clamped to a valid
+address, loaded unmasked, and replaced with tl.where, so no load depends on a discrete
+mask.
 """
 import torch
 import triton

@@ -146,8 +146,8 @@ def nll_of_log_softmax(run, tol, args, kwargs, allow):
     rows, against the same family's log_softmax and softmax (rounded to x's dtype, whose
     tolerance applies). softmax(x) carries its error relative to itself, so the label's
     column of the reference, p - 1 with p near 1, errs by up to the tolerance of p, not of
-    the small difference (float16: p = 0.939 rounds by 2.4e-4, 8 times the bound at
-    0.061): atol grows by rtol * p there."""
+    the small difference (float16: p = 0.939 rounds by up to 2.4e-4, where the bound at
+    0.061 was 1.4e-4): atol grows by rtol * p there."""
     logits, labels = args[0], args[1]
     loss, dlogits = run(args, dict(kwargs, label_smoothing=0.0, reduction="none"))[:2]
     log_p = run((logits,), {}, op="log_softmax")[0].double()

@@ -170,8 +170,9 @@ class Profile:
         :meth:`num_warps_for` and, where the table's entry names a third number (programs
         kept resident per compute unit), ``maxnreg``: the registers a thread may use so
         that that many programs fit in ``limits.registers_per_sm``, a warp's registers
-        counted in ``compile.register_allocation_unit`` as the occupancy model counts them. A second resident program overlaps one program's loads with
-        the other's reductions where a single program would fill the compute unit alone.
+        counted in ``compile.register_allocation_unit`` as the occupancy model counts them.
+        A second resident program overlaps one program's loads with the other's reductions
+        where a single program would fill the compute unit alone.
         64-bit data are never capped: their arithmetic takes register pairs, and float64
         layer norm at 8192 columns (the entry of 16384 32-bit elements) ran at 1749 GB/s
         capped against 2738 uncapped (an H100, triton 3.6)."""
