@@ -15,17 +15,19 @@ import triton
 import triton.language as tl
 
 
-def row_align(n: int, itemsize: int) -> int:
-    """The largest power of two dividing ``n``, up to the elements of a 16-byte vector of
-    ``itemsize``-byte elements (more buys no wider load); 1 where 16 divides ``n`` (Triton
-    knows that already, and the kernel's code stays as it was: the rebuilt length moved
-    registers by a few either way and spilled 8 bytes in one sm_90 kernel) and for 0."""
+def row_align(n: int, vector: int) -> int:
+    """The largest power of two dividing ``n``, up to ``vector``, the elements of the
+    widest load a thread issues (the profile's ``io.vector_load_bytes``; more buys no wider
+    load); 1 where 16 divides ``n`` (Triton knows that already, and the kernel's code stays
+    as it was: the rebuilt length moved registers by a few either way and spilled 8 bytes
+    in one sm_90 kernel) and for 0."""
     if n <= 0 or n % 16 == 0:
         return 1
-    return min(n & -n, max(1, 16 // itemsize))
+    return min(n & -n, vector)
 
 
 @triton.jit
 def aligned(N, ROW_ALIGN: tl.constexpr):
-    """N itself (ROW_ALIGN divides it), as a value the compiler knows ROW_ALIGN divides."""
+    """N rounded down to a multiple of ROW_ALIGN, as a value the compiler knows ROW_ALIGN
+    divides: N itself where ROW_ALIGN divides N (a row length from :func:`row_align`)."""
     return N // ROW_ALIGN * ROW_ALIGN

@@ -258,7 +258,7 @@ def _plan(profile: Profile, backward: bool, looped: bool, n_rows: int, n_cols: i
     ``dtype`` is that of the data a program holds."""
     block_n = next_power_of_2(n_cols)
     meta = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc_dtype(dtype),
-                ROW_ALIGN=row_align(n_cols, dtype.itemsize))
+                ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)))
     if block_n <= max_fused and not looped:
         block_m = _fused_rows(profile, max_fused, n_rows, block_n, dtype)
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))

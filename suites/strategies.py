@@ -174,9 +174,9 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     """A profile with the real one's target and capabilities but tiny hardware constants,
     so fallback (row beyond MAX_FUSED_SIZE), multi-row and grid-stride paths run on small
     tensors: MAX_FUSED_SIZE from 64 bytes, one or several short rows per program,
-    MAX_GRID_NUM from 1, few cores, either IO strategy, few partial sums per core, small
-    dweight/dbias tiles, one small matmul tile with small groups, and peaks that give the
-    fused linear cross-entropy chunks of a few rows."""
+    MAX_GRID_NUM from 1, few cores, either IO strategy, load widths of 4 to 32 bytes,
+    few partial sums per core, small dweight/dbias tiles, one small matmul tile with small
+    groups, and peaks that give the fused linear cross-entropy chunks of a few rows."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     # a target with the tensor-descriptor matmul keeps it, with a small tile too; one with
     # its own 16-bit partial count keeps that, drawn small like the other
@@ -195,6 +195,8 @@ def derived_profiles(draw, profile: Profile) -> Profile:
             "limits.compute_units": draw(st.integers(1, 8)),
             "io.load": draw(st.sampled_from(["masked", "select"])),
             "io.row_constants": draw(st.sampled_from(["pointer", "slice_broadcast"])),
+            # elementwise tails of 1 to 7 elements and row alignments up to 32 bytes
+            "io.vector_load_bytes": draw(st.sampled_from([4, 16, 32])),
             # every other launch constant a kernel takes from the profile, small enough
             # that small inputs span several tiles, groups and partial sums
             "launch.partials_per_compute_unit": draw(st.integers(1, 3)),

@@ -19,11 +19,11 @@ use_project_cache()
 SM90 = load_profiles()["nvidia-sm90"]
 
 
-@pytest.mark.parametrize("n, itemsize, align", [
-    (3000, 2, 8), (3000, 4, 4), (3000, 8, 2), (4104, 1, 8), (2999, 2, 1), (6, 2, 2),
-    (12, 4, 4), (0, 2, 1), (1, 1, 1), (4096, 2, 1), (48, 4, 1)])
-def test_row_align_is_the_power_of_two_triton_does_not_already_know(n, itemsize, align):
-    assert ra.row_align(n, itemsize) == align
+@pytest.mark.parametrize("n, vector, align", [
+    (3000, 8, 8), (3000, 4, 4), (3000, 2, 2), (4104, 16, 8), (2999, 8, 1), (6, 8, 2),
+    (12, 4, 4), (0, 8, 1), (1, 16, 1), (4096, 8, 1), (48, 4, 1), (3000, 16, 8)])
+def test_row_align_is_the_power_of_two_triton_does_not_already_know(n, vector, align):
+    assert ra.row_align(n, vector) == align
 
 
 def _forward_and_backward(x, w):
@@ -50,7 +50,7 @@ def test_rows_of_3000_bf16_elements_load_16_byte_vectors(monkeypatch):
             "_softmax_fwd_fused_kernel"} <= found.keys()
     assert all(found.values()), found
     # without the hint the same forward loads one element at a time
-    monkeypatch.setattr(ln_forward, "row_align", lambda n, itemsize: 1)
+    monkeypatch.setattr(ln_forward, "row_align", lambda n, vector: 1)
     ln_forward._forward_plan.cache_clear()
     try:
         launches = execute(lambda x, w: layer_norm(x, w, w, profile=SM90), Mode.COMPILE, SM90,

@@ -440,7 +440,7 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     launch(kernel, grid, *_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
            BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
            SLICE_BROADCAST=profile.slice_broadcast,
-           ROW_ALIGN=row_align(n_cols, x.dtype.itemsize), **p.flags)
+           ROW_ALIGN=row_align(n_cols, profile.vector_elements(x.dtype)), **p.flags)
     p.dweight.copy_(dw)
     if db is not None:
         p.dbias.copy_(db)
@@ -467,7 +467,7 @@ def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype
     return n_programs, PlannedLaunch(
         _sum_rows_kernel, (n_programs * n_pairs,), BLOCK_P=block_p, BLOCK_N=block_n,
         SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
-        ROW_ALIGN=row_align(n_cols, dtype.itemsize),
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
         num_warps=profile.num_warps_for(block_p * block_n, dtype))
 
 
@@ -510,7 +510,8 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     return programs, PlannedLaunch(
         _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
-        SLICE_BROADCAST=profile.slice_broadcast, ROW_ALIGN=row_align(n_cols, dtype.itemsize),
+        SLICE_BROADCAST=profile.slice_broadcast,
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
         **profile.launch_options_for(block_m * block_n, dtype, BACKWARD_WARPS),
         **_backward_flags(profile, dtype, *flag_key))
 
@@ -524,7 +525,7 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        ROW_ALIGN=row_align(n_cols, dtype.itemsize), **options, **flags)
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)), **options, **flags)
     block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
     launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
@@ -532,7 +533,8 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
         BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
         HAS_BIAS=p.dbias is not None, COMPENSATED=n_rows > COMPENSATE_ROWS,
         SELECT_LOADS=profile.select_loads, SLICE_BROADCAST=profile.slice_broadcast,
-        COMPUTE_FP64=p.flags["COMPUTE_FP64"], ROW_ALIGN=row_align(n_cols, dtype.itemsize),
+        COMPUTE_FP64=p.flags["COMPUTE_FP64"],
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
         num_warps=num_warps)
     return _grads(p)
 

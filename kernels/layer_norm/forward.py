@@ -339,7 +339,7 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
                 HAS_RESIDUAL=has_residual, STORE_RESIDUAL_OUT=store_residual_out,
                 HAS_ROWSCALE=has_rowscale, HAS_DROPOUT=has_dropout,
                 STORE_DROPOUT_MASK=store_dropout_mask,
-                ROW_ALIGN=row_align(n_cols, dtype.itemsize))
+                ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)))
     if _fits_fused(n_cols, dtype, profile, has_dropout):
         block_n = next_power_of_2(n_cols)
         block_m = _row_block(n_rows, block_n, _forward_tile(dtype, profile, has_dropout),

@@ -112,6 +112,10 @@ class Profile:
         return self.data["io"]["row_constants"] == "slice_broadcast"
 
     # ---- helpers for launchers --------------------------------------------------------
+    def vector_elements(self, dtype: torch.dtype) -> int:
+        """Elements of ``dtype`` in the widest load one thread issues (``io.vector_load_bytes``)."""
+        return max(1, self.data["io"]["vector_load_bytes"] // dtype.itemsize)
+
     def max_fused_elements(self, dtype: torch.dtype) -> int:
         """Most elements of ``dtype`` one program may hold (MAX_FUSED_SIZE is in bytes)."""
         return max(1, self.data["launch"]["max_fused_size_bytes"] // dtype.itemsize)

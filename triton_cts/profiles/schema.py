@@ -235,11 +235,18 @@ SCHEMA: dict[str, Any] = {
         "load": Field(_one_of(*LOAD_STRATEGIES), f"one of {LOAD_STRATEGIES}"),
         "row_constants": Field(_one_of(*ROW_CONSTANT_STRATEGIES),
                                f"one of {ROW_CONSTANT_STRATEGIES}"),
+        "vector_load_bytes": Field(_is_pow2, "a power of two (bytes of the widest load one "
+                                             "thread or lane issues)"),
     },
     "dtypes": {
         "supported": Field(_is_dtype_list, DTYPE_LIST),
         "dot": Field(_is_dtype_list, DTYPE_LIST),
         "tf32": Field(lambda v: isinstance(v, bool), "true or false"),
+        "tf32_k_major": Field(
+            lambda v: isinstance(v, bool),
+            "true or false (whether tf32 dots read both operands K-major only, so a matmul "
+            "copies an operand that is not K-major first; false where absent)",
+            required=False),
     },
     "atomics": {op: Field(_is_dtype_list, DTYPE_LIST) for op in ATOMIC_OPS},
     "peak": {
@@ -329,6 +336,7 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.layer_norm_backward_num_warps_by_block_32bit": Range(
         1, 1 << 20, "as launch.num_warps_by_block"),
     "launch.tile_row_min_bytes": Range(0, 4 * KiB, "bytes of a padded tile row: 32 on the 910B"),
+    "io.vector_load_bytes": Range(1, 256, "bytes of one load: 16 on GPUs, 32 on the 910B"),
     "launch.column_sum_tile": Range(1, 1 << 20, "rows, columns and warps of one program"),
     "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
     "peak.dense_tflops": Range(0, 100_000, "TFLOP/s: about 10,000 (fp4) at most today"),
