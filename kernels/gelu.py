@@ -8,13 +8,16 @@ the limits come out as torch's: +inf -> +inf, -inf -> nan, large negative x -> -
 
 The launcher caps the grid at the profile's MAX_GRID_NUM and each program walks blocks
 with a grid-stride loop, so any size runs under any grid limit; offsets are int64 so
-tensors over 2^31 elements are addressed correctly.
+tensors over 2^31 elements are addressed correctly. Blocks are masked by the elements that
+fill whole vectors and program 0 does the rest, so a size 16 does not divide still loads
+vectors (``grid_stride.vector_split``).
 """
 import torch
 import triton
 import triton.language as tl
 
 from .grid_stride import block_range, elementwise_plan
+from .row_align import aligned
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs, check_same_shape
 from triton_cts.profiles import Profile
 from .fast_launch import launch
@@ -26,6 +29,15 @@ GELU_COEFF = tl.constexpr(0.044715)
 
 
 @triton.jit
+def _gelu_tanh_fwd(X, Y, offs, mask, COMPUTE_FP64: tl.constexpr):
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
+    u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
+    y = x / (1.0 + tl.exp(-2.0 * u))
+    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _gelu_tanh_fwd_kernel(
     X,                          # pointer to the input, contiguous
     Y,                          # pointer to the output, contiguous, same dtype
@@ -33,17 +45,33 @@ def _gelu_tanh_fwd_kernel(
     BLOCK_SIZE: tl.constexpr,   # elements per program and loop step
     COMPUTE_FP64: tl.constexpr, # float64 inputs are computed in float64, others in float32
     GRID_STRIDE: tl.constexpr,  # fewer programs than blocks: each walks several
+    VECTOR: tl.constexpr,       # blocks cover whole vectors of this many elements ...
+    TAIL: tl.constexpr,         # ... and program 0 the rest (grid_stride.vector_split)
 ):
     pid = tl.program_id(0).to(tl.int64)  # int64 loop: offsets past 2^31 stay exact
+    n_vectors = aligned(n_elements, VECTOR)
     step, stop = block_range(pid, tl.cdiv(n_elements, BLOCK_SIZE), GRID_STRIDE)
     for block in range(pid, stop, step):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        x = tl.load(X + offs, mask=mask, other=0.0)
-        x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
-        u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
-        y = x / (1.0 + tl.exp(-2.0 * u))
-        tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+        _gelu_tanh_fwd(X, Y, offs, offs < n_vectors, COMPUTE_FP64)
+    if TAIL:
+        if pid == 0:
+            offs = n_vectors + tl.arange(0, VECTOR)
+            _gelu_tanh_fwd(X, Y, offs, offs < n_elements, COMPUTE_FP64)
+
+
+@triton.jit
+def _gelu_tanh_bwd(DY, X, DX, offs, mask, COMPUTE_FP64: tl.constexpr):
+    # y = x * s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    dy = tl.load(DY + offs, mask=mask, other=0.0)
+    x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
+    dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
+    u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
+    s = 1.0 / (1.0 + tl.exp(-2.0 * u))
+    du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x * x)
+    dx = dy * (s + 2.0 * x * s * (1.0 - s) * du)
+    tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -55,22 +83,19 @@ def _gelu_tanh_bwd_kernel(
     BLOCK_SIZE: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
     GRID_STRIDE: tl.constexpr,
+    VECTOR: tl.constexpr,
+    TAIL: tl.constexpr,
 ):
-    # y = x * s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx
     pid = tl.program_id(0).to(tl.int64)
+    n_vectors = aligned(n_elements, VECTOR)
     step, stop = block_range(pid, tl.cdiv(n_elements, BLOCK_SIZE), GRID_STRIDE)
     for block in range(pid, stop, step):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        x = tl.load(X + offs, mask=mask, other=0.0)
-        dy = tl.load(DY + offs, mask=mask, other=0.0)
-        x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
-        dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
-        u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
-        s = 1.0 / (1.0 + tl.exp(-2.0 * u))
-        du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x * x)
-        dx = dy * (s + 2.0 * x * s * (1.0 - s) * du)
-        tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
+        _gelu_tanh_bwd(DY, X, DX, offs, offs < n_vectors, COMPUTE_FP64)
+    if TAIL:
+        if pid == 0:
+            offs = n_vectors + tl.arange(0, VECTOR)
+            _gelu_tanh_bwd(DY, X, DX, offs, offs < n_elements, COMPUTE_FP64)
 
 
 def _launch_elementwise(kernel, profile: Profile, out: torch.Tensor, *tensors: torch.Tensor):

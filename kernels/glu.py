@@ -19,13 +19,14 @@ float64 inputs) and rounds once to the output dtype.
 
 Like every elementwise launcher here, the grid is capped at the profile's MAX_GRID_NUM
 and programs walk blocks of the profile's elementwise block in a grid-stride loop, with
-int64 offsets.
+int64 offsets; a size 16 does not divide still loads vectors (``grid_stride.vector_split``).
 """
 import torch
 import triton
 import triton.language as tl
 
 from .grid_stride import block_range, elementwise_plan
+from .row_align import aligned
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
 from triton_cts.profiles import Profile
@@ -62,6 +63,16 @@ def _act(a, ACT: tl.constexpr):
 
 
 @triton.jit
+def _glu_fwd(A, B, Y, offs, mask, ACT: tl.constexpr, COMPUTE_FP64: tl.constexpr):
+    a = tl.load(A + offs, mask=mask, other=0.0)
+    b = tl.load(B + offs, mask=mask, other=0.0)
+    a = a.to(tl.float64) if COMPUTE_FP64 else a.to(tl.float32)
+    b = b.to(tl.float64) if COMPUTE_FP64 else b.to(tl.float32)
+    y = _act(a, ACT) * b
+    tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _glu_fwd_kernel(
     A,                          # pointer to the gate input, contiguous
     B,                          # pointer to the up input, contiguous, same shape and dtype
@@ -71,18 +82,32 @@ def _glu_fwd_kernel(
     ACT: tl.constexpr,          # SILU (0) or GELU_TANH (1)
     COMPUTE_FP64: tl.constexpr, # float64 inputs are computed in float64, others in float32
     GRID_STRIDE: tl.constexpr,  # fewer programs than blocks: each walks several
+    VECTOR: tl.constexpr,       # blocks cover whole vectors of this many elements ...
+    TAIL: tl.constexpr,         # ... and program 0 the rest (grid_stride.vector_split)
 ):
     pid = tl.program_id(0).to(tl.int64)  # int64 loop: offsets past 2^31 stay exact
+    n_vectors = aligned(n_elements, VECTOR)
     step, stop = block_range(pid, tl.cdiv(n_elements, BLOCK_SIZE), GRID_STRIDE)
     for block in range(pid, stop, step):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        a = tl.load(A + offs, mask=mask, other=0.0)
-        b = tl.load(B + offs, mask=mask, other=0.0)
-        a = a.to(tl.float64) if COMPUTE_FP64 else a.to(tl.float32)
-        b = b.to(tl.float64) if COMPUTE_FP64 else b.to(tl.float32)
-        y = _act(a, ACT) * b
-        tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+        _glu_fwd(A, B, Y, offs, offs < n_vectors, ACT, COMPUTE_FP64)
+    if TAIL:
+        if pid == 0:
+            offs = n_vectors + tl.arange(0, VECTOR)
+            _glu_fwd(A, B, Y, offs, offs < n_elements, ACT, COMPUTE_FP64)
+
+
+@triton.jit
+def _glu_bwd(DY, A, B, DA, DB, offs, mask, ACT: tl.constexpr, COMPUTE_FP64: tl.constexpr):
+    dy = tl.load(DY + offs, mask=mask, other=0.0)
+    a = tl.load(A + offs, mask=mask, other=0.0)
+    b = tl.load(B + offs, mask=mask, other=0.0)
+    dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
+    a = a.to(tl.float64) if COMPUTE_FP64 else a.to(tl.float32)
+    b = b.to(tl.float64) if COMPUTE_FP64 else b.to(tl.float32)
+    act, grad = _act_and_grad(a, ACT)
+    tl.store(DA + offs, (dy * b * grad).to(DA.dtype.element_ty), mask=mask)
+    tl.store(DB + offs, (dy * act).to(DB.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -97,21 +122,19 @@ def _glu_bwd_kernel(
     ACT: tl.constexpr,
     COMPUTE_FP64: tl.constexpr,
     GRID_STRIDE: tl.constexpr,
+    VECTOR: tl.constexpr,
+    TAIL: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
+    n_vectors = aligned(n_elements, VECTOR)
     step, stop = block_range(pid, tl.cdiv(n_elements, BLOCK_SIZE), GRID_STRIDE)
     for block in range(pid, stop, step):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        dy = tl.load(DY + offs, mask=mask, other=0.0)
-        a = tl.load(A + offs, mask=mask, other=0.0)
-        b = tl.load(B + offs, mask=mask, other=0.0)
-        dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
-        a = a.to(tl.float64) if COMPUTE_FP64 else a.to(tl.float32)
-        b = b.to(tl.float64) if COMPUTE_FP64 else b.to(tl.float32)
-        act, grad = _act_and_grad(a, ACT)
-        tl.store(DA + offs, (dy * b * grad).to(DA.dtype.element_ty), mask=mask)
-        tl.store(DB + offs, (dy * act).to(DB.dtype.element_ty), mask=mask)
+        _glu_bwd(DY, A, B, DA, DB, offs, offs < n_vectors, ACT, COMPUTE_FP64)
+    if TAIL:
+        if pid == 0:
+            offs = n_vectors + tl.arange(0, VECTOR)
+            _glu_bwd(DY, A, B, DA, DB, offs, offs < n_elements, ACT, COMPUTE_FP64)
 
 
 # --------------------------------------------------------------------------------------

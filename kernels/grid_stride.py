@@ -31,9 +31,27 @@ def launch_grid(profile: Profile, blocks: int) -> tuple[tuple[int], bool]:
 @launch_plan
 def elementwise_plan(profile: Profile, n: int, dtype: torch.dtype) -> tuple:
     """(grid, constexprs and num_warps) of an elementwise launch over ``n`` elements of
-    ``dtype``: BLOCK_SIZE, COMPUTE_FP64 and GRID_STRIDE, computed once per profile, size
-    and dtype."""
+    ``dtype``: BLOCK_SIZE, COMPUTE_FP64, GRID_STRIDE, VECTOR and TAIL (see
+    :func:`vector_split`), computed once per profile, size and dtype."""
     block = profile.elementwise_block(dtype, n)
     grid, grid_stride = launch_grid(profile, cdiv(n, block))
+    vector, tail = vector_split(n, profile.vector_elements(dtype))
     return grid, dict(BLOCK_SIZE=block, COMPUTE_FP64=dtype == torch.float64,
-                      GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(block))
+                      GRID_STRIDE=grid_stride, VECTOR=vector, TAIL=tail,
+                      num_warps=profile.num_warps_for(block))
+
+
+def vector_split(n: int, vector: int) -> tuple[int, bool]:
+    """(VECTOR, TAIL) of an elementwise kernel over ``n`` elements, ``vector`` of which
+    fill the widest load a thread issues.
+
+    Triton knows of an integer only whether 16 divides it. A mask ``offs < n`` with any
+    other ``n`` is known constant over no two lanes, so every element loads alone: GELU
+    bf16 over 11188 x 2999 elements ran at 31% of copy on an H100 (0.33x torch). The
+    kernels mask their blocks by ``n`` rounded down to whole vectors (``aligned(n,
+    VECTOR)``), which vectorizes, and where that leaves a tail (TAIL) program 0 does the
+    last ``n % VECTOR`` elements alone. Where 16 divides ``n``, VECTOR is 1, no tail, and
+    the code is the one without the split."""
+    if n % 16 == 0:
+        return 1, False
+    return vector, n % vector != 0

@@ -36,7 +36,7 @@ def gelu_too_many_warps(x, *, profile):
         block = profile.elementwise_block(x.dtype, x.numel())
         _gelu_tanh_fwd_kernel[(triton.cdiv(x.numel(), block),)](
             x, y, x.numel(), BLOCK_SIZE=block, COMPUTE_FP64=x.dtype == torch.float64,
-            GRID_STRIDE=False, num_warps=32)
+            GRID_STRIDE=False, VECTOR=1, TAIL=False, num_warps=32)
     return y
 
 
@@ -66,5 +66,5 @@ def gelu_ignores_strides(x, *, profile):
         block = profile.elementwise_block(x.dtype, x.numel())
         _gelu_tanh_fwd_kernel[(triton.cdiv(x.numel(), block),)](
             x, y, x.numel(), BLOCK_SIZE=block, COMPUTE_FP64=x.dtype == torch.float64,
-            GRID_STRIDE=False)
+            GRID_STRIDE=False, VECTOR=1, TAIL=False)
     return y
