@@ -19,11 +19,18 @@ Where the profile has ``[[autotune.matmul_tma]]`` configs (targets with tensor d
 TMA on Hopper, where they were measured faster), 16-bit products whose matrices a
 descriptor takes (unit column stride, 16-byte aligned base and rows) run a persistent
 kernel instead: one program per compute unit walks the tiles in the same grouped order,
-loading tiles through descriptors, which also bound the ragged edges. Everything else
-(float32, strided views, other targets) runs the pointer kernel above.
+loading tiles through descriptors, which also bound the ragged edges; so do float32
+products in tf32 on targets whose tf32 dots read K-major operands (below), B read
+through a descriptor over B^T. Everything else (IEEE float32, strided views, other
+targets) runs the pointer kernel above.
 
 fp32 inputs use ``input_precision="tf32"`` only where the profile says the hardware runs
-tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype.
+tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype. Where the target's
+tf32 dots read both operands K-major from shared memory (``dtypes.tf32_k_major``: Hopper's
+wgmma), an operand that is not (a row-major B) is first copied K-major: otherwise every
+tile of it is transposed into shared memory a 4-byte element at a time (sm_90 PTX:
+``cp.async.ca`` of 4 bytes where K-major B gets 16-byte ``cp.async.cg``), and the product
+ran at 95-147 TFLOP/s whatever the tile, against 303 K-major, on an H100.
 
 Block sizes, GROUP_SIZE_M, num_warps and num_stages come from the profile's
 ``[[autotune.matmul]]`` configs, autotuned once per power-of-two bucket of (M, N, K)
@@ -43,7 +50,8 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .grid_stride import block_range
+from .fast_launch import launch
+from .grid_stride import block_range, launch_grid
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
@@ -55,13 +63,14 @@ DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
-@triton.jit(do_not_specialize=["M_BUCKET", "N_BUCKET", "K_BUCKET"])
+@triton.jit(do_not_specialize=["M_BUCKET", "N_BUCKET", "K_BUCKET", "K_CONTIGUOUS"])
 def _matmul_kernel(
     A,                            # pointer to A [M, K]
     B,                            # pointer to B [K, N]
     C,                            # pointer to C [M, N], same dtype as A
     M, N, K,                      # matrix sizes
     M_BUCKET, N_BUCKET, K_BUCKET,  # next powers of two of M, N, K: the autotune key only
+    K_CONTIGUOUS,                 # 2 if A's K is contiguous, + 1 if B's: the autotune key only
     stride_am, stride_ak,         # elements between rows / columns of A
     stride_bk, stride_bn,         # elements between rows / columns of B
     stride_cm, stride_cn,         # elements between rows / columns of C
@@ -134,10 +143,14 @@ def _matmul_kernel(
 @triton.jit(do_not_specialize=["M_BUCKET", "N_BUCKET", "K_BUCKET"])
 def _matmul_tma_kernel(
     A_DESC,                       # tensor descriptor of A [M, K], tiles [BLOCK_SIZE_M, BLOCK_SIZE_K]
-    B_DESC,                       # tensor descriptor of B [K, N], tiles [BLOCK_SIZE_K, BLOCK_SIZE_N]
-    C_DESC,                       # tensor descriptor of C [M, N], tiles [BLOCK_SIZE_M, BLOCK_SIZE_N]
+    B_DESC,                       # tensor descriptor of B [K, N], tiles [BLOCK_SIZE_K, BLOCK_SIZE_N],
+                                  # or with B_K_MAJOR of B^T [N, K], tiles [BLOCK_SIZE_N, BLOCK_SIZE_K]
+    C_OUT,                        # with C_STAGED: tensor descriptor of C [M, N], tiles
+                                  # [BLOCK_SIZE_M, BLOCK_SIZE_N]; else a pointer to C, contiguous
     M, N, K,                      # matrix sizes
     M_BUCKET, N_BUCKET, K_BUCKET,  # next powers of two of M, N, K: the autotune key only
+    B_K_MAJOR: tl.constexpr,      # B's K is contiguous: its tiles are read transposed
+    C_STAGED: tl.constexpr,       # C is stored through its descriptor, staged in shared memory
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
@@ -147,8 +160,10 @@ def _matmul_tma_kernel(
     """Persistent matmul on tensor descriptors (TMA on Hopper): NUM_PROGRAMS programs walk
     the tiles in grouped order, so the grid is launched once per compute unit and the
     next tile's loads start while the last tile's result is stored. The descriptors
-    bound every load and store: out-of-range rows, columns and the K tail read as zeros
-    and are not written, so no masks are needed."""
+    bound every load (and with C_STAGED the store): out-of-range rows, columns and the K
+    tail read as zeros and are not written. A float32 C tile staged in shared memory
+    would leave too little of it for the pipelined A and B tiles (128 x 256 x 4 bytes),
+    so float32 stores C through pointers, masked."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
@@ -164,8 +179,48 @@ def _matmul_tma_kernel(
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
             offs_k = k * BLOCK_SIZE_K
-            acc = tl.dot(A_DESC.load([offs_m, offs_k]), B_DESC.load([offs_k, offs_n]), acc)
-        C_DESC.store([offs_m, offs_n], acc.to(C_DESC.dtype))
+            if B_K_MAJOR:
+                b = B_DESC.load([offs_n, offs_k]).T
+            else:
+                b = B_DESC.load([offs_k, offs_n])
+            acc = tl.dot(A_DESC.load([offs_m, offs_k]), b, acc)
+        if C_STAGED:
+            C_OUT.store([offs_m, offs_n], acc.to(C_OUT.dtype))
+        else:
+            # two halves of the tile, each with its own pointers: the whole tile's held a
+            # second 128 registers a thread next to the accumulator's
+            rows = offs_m + tl.arange(0, BLOCK_SIZE_M)
+            c_rows = C_OUT + rows[:, None].to(tl.int64) * N
+            halves = acc.to(C_OUT.dtype.element_ty).reshape(BLOCK_SIZE_M, 2, BLOCK_SIZE_N // 2)
+            left, right = halves.permute(0, 2, 1).split()
+            cols = offs_n + tl.arange(0, BLOCK_SIZE_N // 2)
+            tl.store(c_rows + cols[None, :], left, mask=(rows[:, None] < M) & (cols[None, :] < N))
+            cols += BLOCK_SIZE_N // 2
+            tl.store(c_rows + cols[None, :], right, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def _contiguous_kernel(
+    SRC,                          # pointer to a 2-D view [R, C], any strides
+    DST,                          # pointer to its contiguous copy [R, C]
+    R, C,                         # sizes
+    stride_r, stride_c,           # elements between rows / columns of SRC
+    BLOCK: tl.constexpr,          # tiles of BLOCK x BLOCK elements
+    GRID_STRIDE: tl.constexpr,    # fewer programs than tiles: each walks several
+):
+    """DST = SRC, row-major. A transposed view (stride_r == 1, which Triton specializes)
+    is read along its columns and written along its rows: the compiler moves each tile
+    through shared memory between the two coalesced orders."""
+    pid = tl.program_id(0)
+    num_c = tl.cdiv(C, BLOCK)
+    step, stop = block_range(pid, tl.cdiv(R, BLOCK) * num_c, GRID_STRIDE)
+    for tile in range(pid, stop, step):
+        rows = (tile // num_c) * BLOCK + tl.arange(0, BLOCK)
+        cols = (tile % num_c) * BLOCK + tl.arange(0, BLOCK)
+        mask = (rows[:, None] < R) & (cols[None, :] < C)
+        rows = rows.to(tl.int64)  # a matrix past 2^31 elements is addressed exactly
+        x = tl.load(SRC + rows[:, None] * stride_r + cols[None, :] * stride_c, mask=mask)
+        tl.store(DST + rows[:, None] * C + cols[None, :], x, mask=mask)
 
 
 # --------------------------------------------------------------------------------------
@@ -218,7 +273,8 @@ def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int, tma: bo
         def need(c):
             kw = c.kwargs
             tiles = (kw["BLOCK_SIZE_M"] + kw["BLOCK_SIZE_N"]) * kw["BLOCK_SIZE_K"] * elem
-            staged_c = kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * elem if tma else 0
+            staged_c = (kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * elem
+                        if tma and named_args["C_STAGED"] else 0)
             return max(c.num_stages, 1) * tiles + staged_c
 
         def fits(c):
@@ -252,7 +308,9 @@ def _autotuned_kernel(profile: Profile):
     }
     make = lambda: triton.autotune(  # noqa: E731
         # the precision is part of the key: tf32 and IEEE float32 dots keep different configs
-        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "INPUT_PRECISION"],
+        # and so is the layout: a config tuned with row-major B can lose 3x on K-major B
+        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "K_CONTIGUOUS",
+                              "INPUT_PRECISION"],
         do_bench=launches.autotune_timer,
         prune_configs_by={"early_config_prune": _prune(shared, registers, profile.warp_size)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
@@ -266,17 +324,23 @@ def _autotuned_kernel(profile: Profile):
     return _AUTOTUNED[key]
 
 
-#: Dtypes the tensor-descriptor kernel takes: the 16-bit floats it was measured with.
-#: float32 keeps the pointer kernel, whose tf32 / IEEE choice and FMA pruning are modelled.
+#: Dtypes the tensor-descriptor kernel takes with B row-major: the 16-bit floats it was
+#: measured with. float32 takes it only as tf32 with B K-major (:func:`_takes_tma`).
 TMA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _tf32_k_major(profile: Profile) -> bool:
+    """Whether the profile's tf32 dots read both operands K-major only (``dtypes.tf32_k_major``)."""
+    return profile["dtypes"].get("tf32_k_major", False)
 
 
 def _set_tma_blocks(nargs) -> None:
     """Each config's pre-hook: the descriptors' tiles are the config's blocks."""
     bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
     nargs["A_DESC"].block_shape = [bm, bk]
-    nargs["B_DESC"].block_shape = [bk, bn]
-    nargs["C_DESC"].block_shape = [bm, bn]
+    nargs["B_DESC"].block_shape = [bn, bk] if nargs["B_K_MAJOR"] else [bk, bn]
+    if nargs["C_STAGED"]:
+        nargs["C_OUT"].block_shape = [bm, bn]
 
 
 def _tma_autotuned_kernel(profile: Profile):
@@ -284,7 +348,9 @@ def _tma_autotuned_kernel(profile: Profile):
     configs = [_to_config(t, pre_hook=_set_tma_blocks) for t in tables]
     shared = profile["limits.shared_memory_per_block"]
     make = lambda: triton.autotune(  # noqa: E731
-        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET"],
+        # descriptors carry no dtype the autotuner would add to the key: C_STAGED (16-bit)
+        # and B_K_MAJOR (float32's) keep the configs of 16-bit and float32 products apart
+        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "B_K_MAJOR", "C_STAGED"],
         do_bench=launches.autotune_timer,
         prune_configs_by={"early_config_prune": _prune(shared, 0, profile.warp_size, tma=True)},
     )(_matmul_tma_kernel)
@@ -297,30 +363,52 @@ def _tma_autotuned_kernel(profile: Profile):
     return _AUTOTUNED[key]
 
 
-def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile) -> bool:
+def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bool) -> bool:
     """Whether the tensor-descriptor kernel runs this product: the profile has its configs
     (``autotune.matmul_tma``: the target has tensor descriptors and they were measured
-    faster), the dtype is a 16-bit float, and every matrix is what a descriptor takes:
-    unit column stride, 16-byte aligned base and row stride (C is allocated contiguous)."""
-    if a.dtype not in TMA_DTYPES or profile.autotune_configs("matmul_tma") is None:
+    faster), and every matrix is what a descriptor takes (unit stride along its rows,
+    16-byte aligned base and row stride): 16-bit A, B and C row-major (C is allocated
+    contiguous), or float32 as tf32 on a target whose tf32 dots read K-major operands,
+    A row-major and B K-major (C is then stored through pointers)."""
+    if profile.autotune_configs("matmul_tma") is None:
         return False
     elem = a.element_size()
-    return (b.shape[1] * elem % 16 == 0
-            and all(t.stride(1) == 1 and t.stride(0) * elem % 16 == 0 and t.data_ptr() % 16 == 0
-                    for t in (a, b)))
+
+    def described(t):
+        return t.stride(1) == 1 and t.stride(0) * elem % 16 == 0 and t.data_ptr() % 16 == 0
+    if a.dtype in TMA_DTYPES:
+        return b.shape[1] * elem % 16 == 0 and described(a) and described(b)
+    return fp32_tf32 and _tf32_k_major(profile) and described(a) and described(b.t())
 
 
 def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile) -> None:
     from triton.tools.tensor_descriptor import TensorDescriptor
     M, K = a.shape
     N = b.shape[1]
+    k_major = a.dtype == torch.float32  # tf32, B K-major (_takes_tma)
     # placeholder tiles: each config's pre-hook sets its own
-    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]
+    a_desc = TensorDescriptor.from_tensor(a, [16, 16])
+    b_desc = TensorDescriptor.from_tensor(b.t() if k_major else b, [16, 16])
+    c_out = c if k_major else TensorDescriptor.from_tensor(c, [16, 16])
     programs = min(profile.compute_units, profile.max_grid_num)
     grid = lambda META: (min(programs, _tiles(META)),)  # noqa: E731
+    # B_K_MAJOR and C_STAGED positional: the configs' pre-hook and pruning read them
     _tma_autotuned_kernel(profile)[grid](
-        *descs, M, N, K, next_power_of_2(M), next_power_of_2(N), next_power_of_2(K),
-        NUM_PROGRAMS=programs)
+        a_desc, b_desc, c_out, M, N, K, next_power_of_2(M), next_power_of_2(N),
+        next_power_of_2(K), k_major, not k_major, NUM_PROGRAMS=programs)
+
+
+def _contiguous(x: torch.Tensor, profile: Profile) -> torch.Tensor:
+    """A contiguous copy of the 2-D view ``x``, by :func:`_contiguous_kernel` with square
+    tiles of the profile's elementwise block."""
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    side = 1 << (profile.elementwise_block(x.dtype).bit_length() - 1) // 2
+    grid, grid_stride = launch_grid(profile, cdiv(x.shape[0], side) * cdiv(x.shape[1], side))
+    launch(_contiguous_kernel, grid, x, out, *x.shape, *x.stride(), BLOCK=side,
+           GRID_STRIDE=grid_stride, num_warps=profile.num_warps_for(side * side))
+    return out
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
@@ -352,14 +440,23 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
         return c.zero_()
     if input_precision is None:
         input_precision = "tf32" if profile["dtypes.tf32"] else "ieee"
-    if _takes_tma(a, b, profile):
+    fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
+    if fp32_tf32 and _tf32_k_major(profile):
+        # the target's tf32 dots read both operands K-major from shared memory; one that
+        # is not gets its copy there transposed a 4-byte element at a time, in every
+        # tile, for the whole product: a K-major copy first costs one pass over it
+        if a.stride(1) != 1:
+            a = _contiguous(a, profile)
+        if b.stride(0) != 1:
+            b = _contiguous(b.t(), profile).t()
+    if _takes_tma(a, b, profile, fp32_tf32):
         _matmul_tma(a, b, c, profile)
         return c
-    fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
     kernel = _autotuned_kernel(profile)
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731
     kernel[grid](
         a, b, c, M, N, K, next_power_of_2(M), next_power_of_2(N), next_power_of_2(K),
+        2 * (a.stride(1) == 1) + (b.stride(0) == 1),
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         INPUT_PRECISION="tf32" if fp32_tf32 else "ieee",
         SELECT_LOADS=profile.select_loads,

@@ -62,12 +62,14 @@ def test_matmul_input_precision_reaches_the_kernel(precision, dtype):
     without; 16-bit dots ignore it."""
     from kernels.matmul import matmul
     torch_dtype = torch.float32 if dtype == tl.float32 else torch.float16
-    # 12 columns: rows of 24 bytes, which no tensor descriptor takes (the pointer kernel)
-    a, b = torch.ones(16, 16, dtype=torch_dtype), torch.ones(16, 12, dtype=torch_dtype)
+    # rows of 6 or 12 elements (12 or 24 bytes, in either order), which no tensor
+    # descriptor takes: the pointer kernel
+    a, b = torch.ones(16, 6, dtype=torch_dtype), torch.ones(6, 12, dtype=torch_dtype)
     with interpreted(), record_launches() as log:
         matmul(a, b, profile=SM90, input_precision=precision)
     want = "ieee" if dtype == tl.float16 or precision == "ieee" else "tf32"
-    assert log[0].kwargs["INPUT_PRECISION"] == want
+    kernels = [launch for launch in log if launch.name == "_matmul_kernel"]
+    assert kernels and all(k.kwargs["INPUT_PRECISION"] == want for k in kernels)
 
 
 def test_matmul_input_precision_errors_name_the_problem():
@@ -123,7 +125,9 @@ def test_ieee_float32_matmul_drops_configs_whose_fma_accumulator_crowds_register
     assert ieee == {(m, n, w) for m, n, w in every
                     if m * n // (w * lanes) * FMA_ACCUMULATOR_SHARE <= registers}
     assert len(ieee) == 5  # 128 x 64 and 64 x 128 at 4 warps (64 registers) are the largest
-    assert _captured_matmul_configs(SM90, torch.float32, "tf32") == every
+    # (tf32 on the pointer kernel: nvidia-sm90's own tf32 takes tensor descriptors)
+    pointer_tf32 = SM90.derive(**{"dtypes.tf32_k_major": False})
+    assert _captured_matmul_configs(pointer_tf32, torch.float32, "tf32") == every
     assert _captured_matmul_configs(SM90, torch.bfloat16, None) == every
     unmodelled = SM90.derive(name="nvidia-sm90~no-registers", **{"limits.registers_per_thread": 0})
     assert _captured_matmul_configs(unmodelled, torch.float32, "ieee") == every
@@ -134,11 +138,12 @@ def test_matmul_tunes_each_float32_precision_on_its_own():
     not run a config its pruning dropped."""
     from kernels.matmul import matmul
     from triton_cts.execution.autotune_probe import observe_autotuning
+    # both precisions on the pointer kernel (nvidia-sm90's own tf32 takes descriptors)
     two = SM90.derive(name="nvidia-sm90~two-configs-precision", **{"autotune.matmul": [
         {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 1,
          "num_warps": 1, "num_stages": 1},
         {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2,
-         "num_warps": 1, "num_stages": 1}]})
+         "num_warps": 1, "num_stages": 1}], "dtypes.tf32_k_major": False})
     a, b = torch.randn(40, 20), torch.randn(20, 24)
     benchmarked = []
     for i, precision in enumerate(("tf32", "ieee", "ieee")):
@@ -289,8 +294,10 @@ def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
 def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allow():
     """The persistent tensor-descriptor kernel runs 16-bit products on a profile with
     ``autotune.matmul_tma`` when every matrix is one a descriptor takes (unit column
-    stride, 16-byte rows); a transposed view, rows of 24 bytes, float32 and a profile
-    without the table take the pointer kernel. Each answer is right."""
+    stride, 16-byte rows); a transposed view, rows of 24 bytes, IEEE float32 and a profile
+    without the table take the pointer kernel. tf32 on a profile whose tf32 dots read
+    K-major operands (``dtypes.tf32_k_major``) copies a row-major B (and a column-major A)
+    K-major first and takes descriptors where its rows allow. Each answer is right."""
     from kernels.matmul import matmul
     small = SM90.derive(name="nvidia-sm90~small-tma", **{
         "autotune.matmul_tma": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16,
@@ -304,14 +311,37 @@ def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allo
              (a16, b16[:, :12], small, "_matmul_kernel"),
              (a16.float(), b16.float(), small, "_matmul_kernel"),
              (a16, b16, gfx942, "_matmul_kernel")]
-    for a, b, profile, kernel in cases:
+    a32, b32 = a16.float(), b16.float()
+    tf32 = [(a32, b32, small, {"_contiguous_kernel", "_matmul_tma_kernel"}),
+            (a32, b32.t().contiguous().t(), small, {"_matmul_tma_kernel"}),
+            (a32.t().contiguous().t(), b32.t().contiguous().t(), small,
+             {"_contiguous_kernel", "_matmul_tma_kernel"}),
+            (a32[:, :6], b32[:6], small, {"_contiguous_kernel", "_matmul_kernel"}),  # 24-byte rows
+            (a32, b32, SM90.derive(**{"dtypes.tf32_k_major": False}), {"_matmul_kernel"})]
+    for a, b, profile, kernel in cases + tf32:
+        ieee = a.dtype == torch.float32 and isinstance(kernel, str)
         with interpreted(), record_launches() as log:
-            out = matmul(a, b, profile=profile, input_precision="ieee" if a.dtype == torch.float32 else None)
-        assert {launch.name for launch in log} == {kernel}
+            out = matmul(a, b, profile=profile, input_precision="ieee" if ieee else None)
+        assert {launch.name for launch in log} == ({kernel} if isinstance(kernel, str) else kernel)
         torch.testing.assert_close(out.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
         if kernel == "_matmul_tma_kernel":
             # 6 tiles, a program per compute unit: each of the 3 programs walks two
             assert [launch.grid for launch in log] == [(3, 1, 1)]
+
+
+@pytest.mark.parametrize("shape, max_grid", [((37, 53), 65535), ((64, 64), 2), ((1, 5), 1),
+                                             ((130, 3), 65535)])
+def test_contiguous_copies_any_view(shape, max_grid):
+    """matmul's K-major copy (kernels/matmul.py::_contiguous): transposed, sliced and
+    already-contiguous views, with a grid capped below the tiles (grid-stride)."""
+    from kernels.matmul import _contiguous
+    profile = SM90.derive(**{"launch.max_grid_num": max_grid,
+                             "launch.elementwise_block_bytes": 256})
+    x = torch.randn(shape[1] + 2, shape[0] + 1)
+    for view in (x[1:, :-1].t(), x[:shape[0], :shape[1]], x[1:, :-1].t().contiguous()):
+        with interpreted():
+            y = _contiguous(view, profile)
+        assert y.is_contiguous() and torch.equal(y, view)
 
 
 def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
@@ -328,3 +358,14 @@ def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
     for l in tma:
         m, n, k = (l.kwargs[f"BLOCK_SIZE_{d}"] for d in "MNK")
         assert [list(d.block_shape) for d in l.args[:3]] == [[m, k], [k, n], [m, n]]
+    # float32 (tf32) reads B K-major, [n, k] tiles, and stores C through a pointer; configs
+    # whose tiles overflow shared memory in float32 are pruned
+    a = torch.empty(512, 512, dtype=torch.float32, device="meta")
+    with every_autotune_config(), launches.capture_launches() as log:
+        matmul(a, a, profile=SM90)
+    tma = [l for l in log if l.name == "_matmul_tma_kernel"]
+    assert tma and len(tma) < len(SM90.autotune_configs("matmul_tma"))
+    for l in tma:
+        m, n, k = (l.kwargs[f"BLOCK_SIZE_{d}"] for d in "MNK")
+        assert [list(d.block_shape) for d in l.args[:2]] == [[m, k], [n, k]]
+        assert isinstance(l.args[2], torch.Tensor)
