@@ -329,11 +329,6 @@ def _autotuned_kernel(profile: Profile):
 TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _tf32_k_major(profile: Profile) -> bool:
-    """Whether the profile's tf32 dots read both operands K-major only (``dtypes.tf32_k_major``)."""
-    return profile["dtypes"].get("tf32_k_major", False)
-
-
 def _set_tma_blocks(nargs) -> None:
     """Each config's pre-hook: the descriptors' tiles are the config's blocks."""
     bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
@@ -378,7 +373,7 @@ def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bo
         return t.stride(1) == 1 and t.stride(0) * elem % 16 == 0 and t.data_ptr() % 16 == 0
     if a.dtype in TMA_DTYPES:
         return b.shape[1] * elem % 16 == 0 and described(a) and described(b)
-    return fp32_tf32 and _tf32_k_major(profile) and described(a) and described(b.t())
+    return fp32_tf32 and profile.tf32_k_major and described(a) and described(b.t())
 
 
 def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile) -> None:
@@ -441,7 +436,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     if input_precision is None:
         input_precision = "tf32" if profile["dtypes.tf32"] else "ieee"
     fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
-    if fp32_tf32 and _tf32_k_major(profile):
+    if fp32_tf32 and profile.tf32_k_major:
         # the target's tf32 dots read both operands K-major from shared memory; one that
         # is not gets its copy there transposed a 4-byte element at a time, in every
         # tile, for the whole product: a K-major copy first costs one pass over it

@@ -82,6 +82,11 @@ class Profile:
         return self.data["target"].get("multi_operand_reduce", True)
 
     @property
+    def tf32_k_major(self) -> bool:
+        """Whether tf32 dots read both operands K-major only (false unless the profile says)."""
+        return self.data["dtypes"].get("tf32_k_major", False)
+
+    @property
     def compute_units(self) -> int:
         return self.data["limits"]["compute_units"]
 
