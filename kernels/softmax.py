@@ -36,6 +36,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from .fast_launch import launch, launch_plan
+from .l2_hints import l2_hints
 from .row_align import aligned, row_align
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -96,6 +97,8 @@ def _softmax_fwd_online_kernel(
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
     ROW_ALIGN: tl.constexpr,    # a power of two dividing n_cols (kernels/row_align.py)
+    KEEP: tl.constexpr,         # L2 hint of pass 1's loads (kernels/l2_hints.py)
+    STREAM: tl.constexpr,       # L2 hint of pass 2's loads and stores
 ):
     pid = tl.program_id(0).to(tl.int64)
     n_cols = aligned(n_cols, ROW_ALIGN)
@@ -108,9 +111,10 @@ def _softmax_fwd_online_kernel(
             cols = start + tl.arange(0, BLOCK_N)
             mask = cols < n_cols
             if SELECT_LOADS:
-                x = tl.where(mask, tl.load(base + tl.minimum(cols, n_cols - 1)), NEG_INF)
+                x = tl.where(mask, tl.load(base + tl.minimum(cols, n_cols - 1),
+                                           eviction_policy=KEEP), NEG_INF)
             else:
-                x = tl.load(base + cols, mask=mask, other=NEG_INF)
+                x = tl.load(base + cols, mask=mask, other=NEG_INF, eviction_policy=KEEP)
             x = x.to(ACC_DTYPE)
             m_new = tl.maximum(m, tl.max(x, axis=0))
             # While m is -inf the sum holds only zeros (or a NaN that must survive), and
@@ -129,15 +133,16 @@ def _softmax_fwd_online_kernel(
             cols = start + tl.arange(0, BLOCK_N)
             mask = cols < n_cols
             if SELECT_LOADS:
-                x = tl.where(mask, tl.load(base + tl.minimum(cols, n_cols - 1)), NEG_INF)
+                x = tl.where(mask, tl.load(base + tl.minimum(cols, n_cols - 1),
+                                           eviction_policy=STREAM), NEG_INF)
             else:
-                x = tl.load(base + cols, mask=mask, other=NEG_INF)
+                x = tl.load(base + cols, mask=mask, other=NEG_INF, eviction_policy=STREAM)
             z = x.to(ACC_DTYPE) - m
             if LOG:
                 y = z - log_s
             else:
                 y = tl.exp(z) * inv_s
-            tl.store(out + cols, y.to(Y.dtype.element_ty), mask=mask)
+            tl.store(out + cols, y.to(Y.dtype.element_ty), mask=mask, eviction_policy=STREAM)
 
 
 @triton.jit
@@ -189,6 +194,8 @@ def _softmax_bwd_looped_kernel(
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 inputs
     ROW_ALIGN: tl.constexpr,    # a power of two dividing n_cols (kernels/row_align.py)
+    KEEP: tl.constexpr,         # L2 hint of pass 1's loads (kernels/l2_hints.py)
+    STREAM: tl.constexpr,       # L2 hint of pass 2's loads and stores
 ):
     pid = tl.program_id(0).to(tl.int64)
     n_cols = aligned(n_cols, ROW_ALIGN)
@@ -202,11 +209,11 @@ def _softmax_bwd_looped_kernel(
             mask = cols < n_cols
             if SELECT_LOADS:
                 safe = tl.minimum(cols, n_cols - 1)
-                dy = tl.where(mask, tl.load(dy_row + safe), 0.0)
-                y = tl.where(mask, tl.load(y_row + safe), 0.0)
+                dy = tl.where(mask, tl.load(dy_row + safe, eviction_policy=KEEP), 0.0)
+                y = tl.where(mask, tl.load(y_row + safe, eviction_policy=KEEP), 0.0)
             else:
-                dy = tl.load(dy_row + cols, mask=mask, other=0.0)
-                y = tl.load(y_row + cols, mask=mask, other=0.0)
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0, eviction_policy=KEEP)
+                y = tl.load(y_row + cols, mask=mask, other=0.0, eviction_policy=KEEP)
             acc += dy.to(ACC_DTYPE) * y.to(ACC_DTYPE)
         dot = tl.sum(acc, axis=0)
         # Pass 2: dx = y * (dy - dot).
@@ -216,14 +223,15 @@ def _softmax_bwd_looped_kernel(
             mask = cols < n_cols
             if SELECT_LOADS:
                 safe = tl.minimum(cols, n_cols - 1)
-                dy = tl.where(mask, tl.load(dy_row + safe), 0.0)
-                y = tl.where(mask, tl.load(y_row + safe), 0.0)
+                dy = tl.where(mask, tl.load(dy_row + safe, eviction_policy=STREAM), 0.0)
+                y = tl.where(mask, tl.load(y_row + safe, eviction_policy=STREAM), 0.0)
             else:
-                dy = tl.load(dy_row + cols, mask=mask, other=0.0)
-                y = tl.load(y_row + cols, mask=mask, other=0.0)
+                dy = tl.load(dy_row + cols, mask=mask, other=0.0, eviction_policy=STREAM)
+                y = tl.load(y_row + cols, mask=mask, other=0.0, eviction_policy=STREAM)
             y = y.to(ACC_DTYPE)
             dx = y * (dy.to(ACC_DTYPE) - dot)
-            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            tl.store(dx_row + cols, dx.to(DX.dtype.element_ty), mask=mask,
+                     eviction_policy=STREAM)
 
 
 # --------------------------------------------------------------------------------------
@@ -267,7 +275,8 @@ def _plan(profile: Profile, backward: bool, looped: bool, n_rows: int, n_cols: i
                                   GRID_STRIDE=grid_stride,
                                   num_warps=profile.num_warps_for(block_m * block_n, dtype))
     block_n = min(block_n, max_fused)
-    meta = dict(meta, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n, dtype))
+    meta = dict(meta, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n, dtype),
+                **l2_hints(profile))
     if backward:
         return _softmax_bwd_looped_kernel, (profile.capped_grid(n_rows),), meta
     # the online forward reads each row twice: the grid may be capped so that the rows in

@@ -38,13 +38,14 @@ from triton import knobs
 from .tiles import (BACKWARD_WARPS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_triple,
                     _Backward, _backward_flags, _backward_row_tile, _backward_tile, _column_block,
                     _column_sum_tile, _dropout_scale, _fits_fused_backward, _grads,
-                    _kahan_add, _load, _load_row_constants, _prepare_backward, _row_block,
+                    _kahan_add, _load, _load_hinted, _load_row_constants, _prepare_backward, _row_block,
                     _row_offsets, _row_operands, _store_input_grads, _tile_offsets,
                     _tiled_backward_block, _to_acc)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PlannedLaunch, launch, launch_plan
+from ..l2_hints import l2_hints
 from ..row_align import aligned, row_align
 
 #: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
@@ -142,7 +143,7 @@ def _layer_norm_bwd_fused_kernel(
                                                    SLICE_BROADCAST), COMPUTE_FP64)
         _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
                            load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT, STORE_DRESIDUAL,
-                           HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS, COMPUTE_FP64)
+                           HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS, COMPUTE_FP64, "")
     if ATOMIC:
         tl.atomic_add(DW + cols, dw, mask=col_mask)
         if HAS_BIAS:
@@ -212,6 +213,8 @@ def _layer_norm_bwd_dx_tiled_kernel(
     COMPUTE_FP64: tl.constexpr,
     TRIPLE_SUMS: tl.constexpr,  # the three sums in one tl.reduce (where the backend lowers it)
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
+    KEEP: tl.constexpr,    # L2 hint of pass 1's loads of x and dy (read again in pass 2)
+    STREAM: tl.constexpr,  # L2 hint of pass 2's loads (not read again)
 ):
     pid = tl.program_id(0).to(tl.int64)
     N = aligned(N, ROW_ALIGN)
@@ -235,8 +238,8 @@ def _layer_norm_bwd_dx_tiled_kernel(
             cols = start + tl.arange(0, BLOCK_N)
             _, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
             _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
-            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            x = _to_acc(_load_hinted(X, load_offs, mask, SELECT_LOADS, KEEP), COMPUTE_FP64)
+            dy = _to_acc(_load_hinted(DY, load_offs, mask, SELECT_LOADS, KEEP), COMPUTE_FP64)
             w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
             d = tl.where(mask, x - mean, 0.0)
             g = dy * w
@@ -265,8 +268,8 @@ def _layer_norm_bwd_dx_tiled_kernel(
             cols = (n_tiles - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
             _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
-            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            x = _to_acc(_load_hinted(X, load_offs, mask, SELECT_LOADS, STREAM), COMPUTE_FP64)
+            dy = _to_acc(_load_hinted(DY, load_offs, mask, SELECT_LOADS, STREAM), COMPUTE_FP64)
             w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
             xhat = ((x - mean) - mean_fix) * rstd
             if IS_RMS:
@@ -276,7 +279,7 @@ def _layer_norm_bwd_dx_tiled_kernel(
             _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
                                load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT,
                                STORE_DRESIDUAL, HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS,
-                               COMPUTE_FP64)
+                               COMPUTE_FP64, STREAM)
 
 
 @triton.jit
@@ -525,7 +528,8 @@ def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
     launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
         *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
         TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)), **options, **flags)
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)), **l2_hints(profile),
+        **options, **flags)
     block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
     launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
         p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,

@@ -99,12 +99,18 @@ def _row_offsets(row, cols, N, SELECT_LOADS: tl.constexpr):
 
 @triton.jit
 def _load(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr):
-    # zero where mask is false; SELECT_LOADS: every address is valid, select afterwards
+    return _load_hinted(PTR, load_offs, mask, SELECT_LOADS, "")
+
+
+@triton.jit
+def _load_hinted(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr, EVICT: tl.constexpr):
+    # zero where mask is false; SELECT_LOADS: every address is valid, select afterwards.
+    # EVICT: the L2 eviction hint ("evict_last": read again soon; "evict_first": not; "")
     if SELECT_LOADS:
-        v = tl.load(PTR + load_offs)
+        v = tl.load(PTR + load_offs, eviction_policy=EVICT)
         v = tl.where(mask, v, tl.zeros_like(v))
     else:
-        v = tl.load(PTR + load_offs, mask=mask, other=0)
+        v = tl.load(PTR + load_offs, mask=mask, other=0, eviction_policy=EVICT)
     return v
 
 
@@ -135,9 +141,10 @@ def _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mas
                    HAS_ROWSCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr,
                    STORE_DROPOUT_MASK: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                    STORE_RESIDUAL_OUT: tl.constexpr, SELECT_LOADS: tl.constexpr,
-                   COMPUTE_FP64: tl.constexpr):
-    """x' = dropout(x * rowscale) + residual for one tile (any shape), 0 out of bounds."""
-    x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+                   COMPUTE_FP64: tl.constexpr, EVICT: tl.constexpr):
+    """x' = dropout(x * rowscale) + residual for one tile (any shape), 0 out of bounds;
+    EVICT is the L2 hint of the loads (see _load)."""
+    x = _to_acc(_load_hinted(X, load_offs, mask, SELECT_LOADS, EVICT), COMPUTE_FP64)
     if HAS_ROWSCALE:
         x = x * rowscale
     if HAS_DROPOUT:
@@ -151,7 +158,8 @@ def _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mas
         if STORE_DROPOUT_MASK:
             tl.store(DROPOUT_MASK + offs, keep, mask=mask)
     if HAS_RESIDUAL:
-        x += _to_acc(_load(RESIDUAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        x += _to_acc(_load_hinted(RESIDUAL, load_offs, mask, SELECT_LOADS, EVICT),
+                     COMPUTE_FP64)
     if STORE_RESIDUAL_OUT:
         tl.store(RESIDUAL_OUT + offs, x.to(RESIDUAL_OUT.dtype.element_ty), mask=mask)
     return x
@@ -162,19 +170,23 @@ def _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale,
                        offs, load_offs, mask, dropout_scale,
                        HAS_DRESIDUAL_OUT: tl.constexpr, STORE_DRESIDUAL: tl.constexpr,
                        HAS_DROPOUT: tl.constexpr, HAS_ROWSCALE: tl.constexpr,
-                       SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
-    """From the gradient of x' to those of the residual and of x (through dropout, rowscale)."""
+                       SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr,
+                       EVICT: tl.constexpr):
+    """From the gradient of x' to those of the residual and of x (through dropout, rowscale);
+    EVICT is the L2 hint of the loads and stores (see _load_hinted)."""
     if HAS_DRESIDUAL_OUT:
         # prenorm: residual_out = x' was also used downstream
-        dx += _to_acc(_load(DRESIDUAL_OUT, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        dx += _to_acc(_load_hinted(DRESIDUAL_OUT, load_offs, mask, SELECT_LOADS, EVICT),
+                      COMPUTE_FP64)
     if STORE_DRESIDUAL:
-        tl.store(DRESIDUAL + offs, dx.to(DRESIDUAL.dtype.element_ty), mask=mask)
+        tl.store(DRESIDUAL + offs, dx.to(DRESIDUAL.dtype.element_ty), mask=mask,
+                 eviction_policy=EVICT)
     if HAS_DROPOUT:
-        keep = _load(DROPOUT_MASK, load_offs, mask, SELECT_LOADS)
+        keep = _load_hinted(DROPOUT_MASK, load_offs, mask, SELECT_LOADS, EVICT)
         dx = tl.where(keep != 0, dx * dropout_scale, 0.0)
     if HAS_ROWSCALE:
         dx = dx * rowscale
-    tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
+    tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask, eviction_policy=EVICT)
 
 
 
@@ -205,6 +217,8 @@ def _forward_row_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> in
     UB check, triton-ascend 3.2; without dropout it fits)."""
     tile = _row_tile(dtype, profile)
     return max(1, tile // 2) if dropout else tile
+
+
 
 
 def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile, dropout: bool) -> bool:

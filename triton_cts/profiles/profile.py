@@ -87,6 +87,12 @@ class Profile:
         return self.data["dtypes"].get("tf32_k_major", False)
 
     @property
+    def l2_eviction_hints(self) -> bool:
+        """Whether the two-pass row kernels give their loads and stores L2 eviction hints
+        (false unless the profile says)."""
+        return self.data["io"].get("l2_eviction_hints", False)
+
+    @property
     def compute_units(self) -> int:
         return self.data["limits"]["compute_units"]
 

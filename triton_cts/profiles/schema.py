@@ -237,6 +237,11 @@ SCHEMA: dict[str, Any] = {
                                f"one of {ROW_CONSTANT_STRATEGIES}"),
         "vector_load_bytes": Field(_is_pow2, "a power of two (bytes of the widest load one "
                                              "thread or lane issues)"),
+        "l2_eviction_hints": Field(
+            lambda v: isinstance(v, bool),
+            "true or false (whether the two-pass row kernels hint the L2 to keep what they "
+            "read again and evict what they do not: Triton's eviction_policy; false where "
+            "absent)", required=False),
     },
     "dtypes": {
         "supported": Field(_is_dtype_list, DTYPE_LIST),
