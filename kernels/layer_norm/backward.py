@@ -38,9 +38,9 @@ from triton import knobs
 from .tiles import (BACKWARD_WARPS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_triple,
                     _Backward, _backward_flags, _backward_row_tile, _backward_tile, _column_block,
                     _column_sum_tile, _dropout_scale, _fits_fused_backward, _grads,
-                    _kahan_add, _load, _load_hinted, _load_row_constants, _prepare_backward, _row_block,
-                    _row_offsets, _row_operands, _store_input_grads, _tile_offsets,
-                    _tiled_backward_block, _to_acc)
+                    _kahan_add, _load, _load_hinted, _load_row_constants, _prepare_backward,
+                    _row_block, _row_offsets, _row_operands, _store_input_grads,
+                    _tile_offsets, _tiled_backward_block, _to_acc)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -214,7 +214,7 @@ def _layer_norm_bwd_dx_tiled_kernel(
     TRIPLE_SUMS: tl.constexpr,  # the three sums in one tl.reduce (where the backend lowers it)
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
     KEEP: tl.constexpr,    # L2 hint of pass 1's loads of x and dy (read again in pass 2)
-    STREAM: tl.constexpr,  # L2 hint of pass 2's loads (not read again)
+    STREAM: tl.constexpr,  # L2 hint of pass 2's loads and of the stores (not read again)
 ):
     pid = tl.program_id(0).to(tl.int64)
     N = aligned(N, ROW_ALIGN)

@@ -145,7 +145,7 @@ def _layer_norm_fwd_tiled_kernel(
     THIRD_SUM: tl.constexpr,    # also sum x per tile (32-bit inputs: see the mean below)
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
     KEEP: tl.constexpr,    # L2 hint of the first pass's loads (read again in the second)
-    STREAM: tl.constexpr,  # L2 hint of the second pass's loads (not read again)
+    STREAM: tl.constexpr,  # L2 hint of the second pass's loads and of Y's stores
 ):
     pid = tl.program_id(0).to(tl.int64)
     N = aligned(N, ROW_ALIGN)

@@ -219,8 +219,6 @@ def _forward_row_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> in
     return max(1, tile // 2) if dropout else tile
 
 
-
-
 def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile, dropout: bool) -> bool:
     return n_cols <= _forward_row_tile(dtype, profile, dropout)
 
