@@ -175,7 +175,8 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     so fallback (row beyond MAX_FUSED_SIZE), multi-row and grid-stride paths run on small
     tensors: MAX_FUSED_SIZE from 64 bytes, one or several short rows per program,
     MAX_GRID_NUM from 1, few cores, either IO strategy, load widths of 4 to 32 bytes,
-    few partial sums per core, small dweight/dbias tiles, one small matmul tile with small
+    few partial sums (and reduction programs) per core, small dweight/dbias tiles, one
+    small matmul tile with small
     groups, and peaks that give the fused linear cross-entropy chunks of a few rows."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     # a target with the tensor-descriptor matmul keeps it, with a small tile too; one with
@@ -184,6 +185,10 @@ def derived_profiles(draw, profile: Profile) -> Profile:
                 if profile.autotune_configs("matmul_tma") is not None else {})
     if "partials_per_compute_unit_16bit" in profile.data["launch"]:
         optional["launch.partials_per_compute_unit_16bit"] = draw(st.integers(1, 3))
+    for field in ("reduction_programs_per_compute_unit",
+                  "reduction_programs_per_compute_unit_32bit"):
+        if field in profile.data["launch"]:
+            optional[f"launch.{field}"] = draw(st.integers(1, 3))
     return profile.derive(
         name=f"{profile.name}~fuzzed",
         **optional,

@@ -254,6 +254,31 @@ def test_reduction_and_loss_launchers_return_the_callers_shapes():
             torch.testing.assert_close(scaled, dlogits * 2)
 
 
+def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit():
+    """max_all and prod_all launch reduction_grid programs in their first stage, each
+    walking several blocks, and one program folding the partials; the results are those
+    of one program a block."""
+    from kernels.reductions import max_all, prod_all
+    few = SM90.derive(**{"launch.elementwise_block_bytes": 64, "limits.compute_units": 2,
+                         "launch.reduction_programs_per_compute_unit": 2,
+                         "launch.reduction_programs_per_compute_unit_32bit": 3})
+    x = 1 + 0.01 * torch.randn(1003)  # 16 float32 elements a block: 63 blocks
+    with interpreted():
+        for fn, want in ((max_all, x.max()), (prod_all, x.double().prod().float())):
+            with record_launches() as log:
+                got = fn(x, profile=few)
+            assert [launch.grid for launch in log] == [(6, 1, 1), (1, 1, 1)]
+            torch.testing.assert_close(got, want)
+        with record_launches() as log:
+            max_all(x.bfloat16(), profile=few)  # 32 bf16 elements a block: 32 blocks
+        assert log[0].grid == (4, 1, 1)
+        unlimited = few.derive(**{"launch.reduction_programs_per_compute_unit": 64,
+                                  "launch.reduction_programs_per_compute_unit_32bit": 64})
+        with record_launches() as log:
+            max_all(x, profile=unlimited)
+        assert log[0].grid == (63, 1, 1)
+
+
 def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
     """A second call of a launcher with the same shapes and dtypes reads no launch
     constant from the profile: its grid, blocks and num_warps come from its launch plan."""

@@ -254,6 +254,24 @@ def test_16bit_partials_apply_to_16bit_data_only():
         base.derive(**{"launch.partials_per_compute_unit_16bit": 0})
 
 
+def test_reduction_grid_caps_where_the_profile_says():
+    """``launch.reduction_programs_per_compute_unit`` (and ``_32bit``) cap a whole-tensor
+    reduction's first stage at that many programs a compute unit; a profile without them
+    launches a program a block (capped at MAX_GRID_NUM)."""
+    profiles = load_profiles()
+    sm90, gfx942 = profiles["nvidia-sm90"], profiles["amd-gfx942"]
+    units = sm90.compute_units
+    assert sm90.reduction_grid(10**6, torch.bfloat16) == 8 * units
+    assert sm90.reduction_grid(10**6, torch.float32) == 16 * units
+    assert sm90.reduction_grid(10**6, torch.float64) == 16 * units
+    assert sm90.reduction_grid(5, torch.float32) == 5  # fewer blocks than the cap
+    assert gfx942.reduction_grid(10**6, torch.float32) == gfx942.capped_grid(10**6)
+    only_16 = gfx942.derive(**{"launch.reduction_programs_per_compute_unit": 2})
+    assert only_16.reduction_grid(10**6, torch.float32) == 2 * gfx942.compute_units
+    with pytest.raises(ProfileError, match="reduction_programs_per_compute_unit"):
+        sm90.derive(**{"launch.reduction_programs_per_compute_unit": 0})
+
+
 def test_online_grid_caps_32bit_rows_only():
     """``launch.online_programs_per_compute_unit_32bit`` caps the online softmax forward's
     grid on float32 data at that many programs a compute unit; other dtypes, and profiles

@@ -168,6 +168,22 @@ class Profile:
             return grid
         return min(grid, per_unit * self.compute_units)
 
+    def reduction_grid(self, blocks: int, dtype: torch.dtype) -> int:
+        """Programs of a whole-tensor reduction's first stage over ``blocks`` blocks of
+        ``dtype`` data: one per block (capped at MAX_GRID_NUM), or at most
+        ``reduction_programs_per_compute_unit`` (``_32bit`` for 32-bit and wider data) per
+        compute unit where the profile has it, each walking several blocks. Every program
+        writes a partial that one program of the second stage folds, so fewer partials
+        shorten that stage."""
+        grid = self.capped_grid(blocks)
+        launch = self.data["launch"]
+        per_unit = launch.get("reduction_programs_per_compute_unit")
+        if dtype.itemsize >= 4:
+            per_unit = launch.get("reduction_programs_per_compute_unit_32bit", per_unit)
+        if per_unit is None:
+            return grid
+        return min(grid, per_unit * self.compute_units)
+
     def num_warps_for(self, block: int, dtype: torch.dtype | None = None,
                       table: str = "num_warps_by_block") -> int:
         """num_warps for a program of ``block`` elements, by the profile's threshold table.

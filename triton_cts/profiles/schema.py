@@ -204,6 +204,14 @@ SCHEMA: dict[str, Any] = {
             _is_pos_int, "a positive int (programs per compute unit of the online softmax "
                          "forward on 32-bit data; a program per row where absent)",
             required=False),
+        "reduction_programs_per_compute_unit": Field(
+            _is_pos_int, "a positive int (programs per compute unit of a whole-tensor "
+                         "reduction's first stage on 16-bit data; a program per block where "
+                         "absent)", required=False),
+        "reduction_programs_per_compute_unit_32bit": Field(
+            _is_pos_int, "a positive int (as reduction_programs_per_compute_unit, on 32-bit "
+                         "or wider data; reduction_programs_per_compute_unit where absent)",
+            required=False),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(_is_threshold_table, _TABLE),
         "num_warps_by_block_32bit": _warps_table(
@@ -325,6 +333,10 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.row_stack_bytes": _BLOCK_BYTES,
     "launch.partials_per_compute_unit": Range(1, 1024, "programs per compute unit: a few"),
     "launch.partials_per_compute_unit_16bit": Range(1, 1024, "programs per compute unit: a few"),
+    "launch.reduction_programs_per_compute_unit": Range(1, 1024,
+                                                        "programs per compute unit: a few"),
+    "launch.reduction_programs_per_compute_unit_32bit": Range(
+        1, 1024, "programs per compute unit: a few"),
     "launch.online_programs_per_compute_unit_32bit": Range(1, 1024,
                                                            "programs per compute unit: a few"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),
