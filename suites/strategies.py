@@ -176,8 +176,8 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     tensors: MAX_FUSED_SIZE from 64 bytes, one or several short rows per program,
     MAX_GRID_NUM from 1, few cores, either IO strategy, load widths of 4 to 32 bytes,
     few partial sums (and reduction programs) per core, small dweight/dbias tiles, one
-    small matmul tile with small
-    groups, and peaks that give the fused linear cross-entropy chunks of a few rows."""
+    small matmul tile with small groups, and peaks that give the fused linear
+    cross-entropy chunks of a few rows."""
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     # a target with the tensor-descriptor matmul keeps it, with a small tile too; one with
     # its own 16-bit partial count keeps that, drawn small like the other

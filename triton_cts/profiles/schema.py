@@ -206,8 +206,8 @@ SCHEMA: dict[str, Any] = {
             required=False),
         "reduction_programs_per_compute_unit": Field(
             _is_pos_int, "a positive int (programs per compute unit of a whole-tensor "
-                         "reduction's first stage on 16-bit data; a program per block where "
-                         "absent)", required=False),
+                         "reduction's first stage on data narrower than 32 bits; a program per "
+                         "block where absent)", required=False),
         "reduction_programs_per_compute_unit_32bit": Field(
             _is_pos_int, "a positive int (as reduction_programs_per_compute_unit, on 32-bit "
                          "or wider data; reduction_programs_per_compute_unit where absent)",
