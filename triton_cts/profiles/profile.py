@@ -162,11 +162,8 @@ class Profile:
         ``online_programs_per_compute_unit_32bit`` per compute unit where the profile has
         it. Fewer programs keep fewer rows in flight, so a row's second walk finds it in
         the cache."""
-        grid = self.capped_grid(n_rows)
         per_unit = self.data["launch"].get("online_programs_per_compute_unit_32bit")
-        if per_unit is None or dtype.itemsize != 4:
-            return grid
-        return min(grid, per_unit * self.compute_units)
+        return self._grid_per_unit(n_rows, per_unit if dtype.itemsize == 4 else None)
 
     def reduction_grid(self, blocks: int, dtype: torch.dtype) -> int:
         """Programs of a whole-tensor reduction's first stage over ``blocks`` blocks of
@@ -175,14 +172,17 @@ class Profile:
         compute unit where the profile has it, each walking several blocks. Every program
         writes a partial that one program of the second stage folds, so fewer partials
         shorten that stage."""
-        grid = self.capped_grid(blocks)
         launch = self.data["launch"]
         per_unit = launch.get("reduction_programs_per_compute_unit")
         if dtype.itemsize >= 4:
             per_unit = launch.get("reduction_programs_per_compute_unit_32bit", per_unit)
-        if per_unit is None:
-            return grid
-        return min(grid, per_unit * self.compute_units)
+        return self._grid_per_unit(blocks, per_unit)
+
+    def _grid_per_unit(self, work: int, per_unit: int | None) -> int:
+        """Programs for ``work`` units: one each (capped at MAX_GRID_NUM), or at most
+        ``per_unit`` per compute unit where not None."""
+        grid = self.capped_grid(work)
+        return grid if per_unit is None else min(grid, per_unit * self.compute_units)
 
     def num_warps_for(self, block: int, dtype: torch.dtype | None = None,
                       table: str = "num_warps_by_block") -> int:
