@@ -19,11 +19,13 @@ atomics split on the sign bit, which loses negative NaNs, so the atomic variant 
 separate int32 NaN flag and the launcher writes NaN where it is set.
 
 max_dim returns (values, first index of the max) along the last dim, like torch.max(x, -1).
-When a row fits the profile's MAX_FUSED_SIZE, each program reduces a [BLOCK_M, BLOCK_N]
-block of whole rows with tl.reduce over (value, index) pairs. Longer rows are split into
-chunks so that short-and-wide inputs still fill the device: stage 1 writes one (value,
-index) partial per (row, chunk), stage 2 reduces each row's partials. Both stages use a
-1-D grid of tiles with grid-stride loops, so no axis ever sees M beyond its limit.
+Each program of the rows kernel walks BLOCK_M rows in steps of BLOCK_N columns (the
+profile's ``row_reduction_tile``), keeping a running max and the step it came from per
+lane, and ends with one tl.reduce over (value, index) pairs; a row that fits one step is
+reduced at once. Few rows longer than MAX_FUSED_SIZE are split into chunks so that
+short-and-wide inputs still fill the device: stage 1 writes one (value, index) partial per
+(row, chunk), stage 2 reduces each row's partials. Both kernels use a 1-D grid with
+grid-stride loops, so no axis ever sees M beyond its limit.
 
 prod_all / prod_dim: the same shapes of work with a multiply. Blocks multiply
 elementwise into a running product and finish with ``tl.reduce`` and a multiply
@@ -35,12 +37,14 @@ round with a bias (about -5e-10 relative a multiply), so a float32 tree of 2^26 
 near 1 erred by 2.3% on an H100, where torch's float32 prod erred at most half as much.
 The kernels are bound by memory: one float64 multiply per float32 element read at the
 profile's ``peak.memory_bandwidth_gbs`` is about 1% of its ``peak.dense_tflops.float64``
-on nvidia-sm90 (not benchmarked: prod is not in benchmarks/).
+on nvidia-sm90.
 
 On select-load profiles (SIMD NPUs) masked-off lanes still read memory, so the kernels
 clamp offsets to a valid element and select the neutral value (-inf / dtype min for max,
 1 for prod) in those lanes instead of using masked loads.
 """
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -48,6 +52,7 @@ import triton.language as tl
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from .fast_launch import launch, launch_plan
+from .row_align import aligned, row_align
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_DTYPES = FLOATS + (torch.int32, torch.int64)
@@ -98,6 +103,17 @@ def _mul_combine(a, b):
     return a * b
 
 
+@triton.jit
+def _load_block(X, offs, n, OTHER, SELECT_LOADS: tl.constexpr):
+    """X[offs] where offs < n, OTHER elsewhere (select-load targets read X[n - 1] there)."""
+    mask = offs < n
+    if SELECT_LOADS:
+        x = tl.load(X + tl.minimum(offs, n - 1))
+    else:
+        x = tl.load(X + offs, mask=mask, other=OTHER)
+    return tl.where(mask, x, OTHER)
+
+
 # --------------------------------------------------------------------------------------
 # max over the whole tensor
 # --------------------------------------------------------------------------------------
@@ -112,22 +128,11 @@ def _max_all_kernel(
     SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
 ):
     pid = tl.program_id(0).to(tl.int64)
-    if HALF_TO_FP32:
-        acc = tl.full([BLOCK_SIZE], LOWEST, tl.float32)
-    else:
-        acc = tl.full([BLOCK_SIZE], LOWEST, X.dtype.element_ty)
-    num_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
-    for block in range(pid, num_blocks, tl.num_programs(0)):
+    acc = tl.full([BLOCK_SIZE], LOWEST, tl.float32 if HALF_TO_FP32 else X.dtype.element_ty)
+    for block in range(pid, tl.cdiv(n_elements, BLOCK_SIZE), tl.num_programs(0)):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        if SELECT_LOADS:
-            x = tl.load(X + tl.minimum(offs, n_elements - 1))
-        else:
-            x = tl.load(X + offs, mask=mask, other=LOWEST)
-        if HALF_TO_FP32:
-            x = x.to(tl.float32)
-        x = tl.where(mask, x, LOWEST)
-        acc = _max_nan_combine(x, acc)
+        x = _load_block(X, offs, n_elements, LOWEST, SELECT_LOADS)
+        acc = _max_nan_combine(x.to(acc.dtype), acc)
     res = tl.reduce(acc, 0, _max_nan_combine)
     tl.store(OUT + pid, res.to(OUT.dtype.element_ty))
 
@@ -153,30 +158,14 @@ def _max_all_atomic_kernel(
     pid = tl.program_id(0).to(tl.int64)
     if ONE_TILE_PER_CTA:
         offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        if SELECT_LOADS:
-            x = tl.load(X + tl.minimum(offs, n_elements - 1))
-        else:
-            x = tl.load(X + offs, mask=mask, other=LOWEST)
-        if HALF_TO_FP32:
-            x = x.to(tl.float32)
-        acc = tl.where(mask, x, LOWEST)
+        acc = _load_block(X, offs, n_elements, LOWEST, SELECT_LOADS)
+        acc = acc.to(tl.float32 if HALF_TO_FP32 else acc.dtype)
     else:
-        if HALF_TO_FP32:
-            acc = tl.full([BLOCK_SIZE], LOWEST, tl.float32)
-        else:
-            acc = tl.full([BLOCK_SIZE], LOWEST, X.dtype.element_ty)
+        acc = tl.full([BLOCK_SIZE], LOWEST, tl.float32 if HALF_TO_FP32 else X.dtype.element_ty)
         for block in range(pid, tl.cdiv(n_elements, BLOCK_SIZE), tl.num_programs(0)):
             offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-            mask = offs < n_elements
-            if SELECT_LOADS:
-                x = tl.load(X + tl.minimum(offs, n_elements - 1))
-            else:
-                x = tl.load(X + offs, mask=mask, other=LOWEST)
-            if HALF_TO_FP32:
-                x = x.to(tl.float32)
-            x = tl.where(mask, x, LOWEST)
-            acc = _max_nan_combine(x, acc)
+            x = _load_block(X, offs, n_elements, LOWEST, SELECT_LOADS)
+            acc = _max_nan_combine(x.to(acc.dtype), acc)
     res = tl.reduce(acc, 0, _max_nan_combine).to(OUT.dtype.element_ty)
     if IS_FLOAT:
         is_nan = res != res
@@ -190,39 +179,61 @@ def _max_all_atomic_kernel(
 # max along the last dim: (values, indices)
 # --------------------------------------------------------------------------------------
 @triton.jit
+def _row_tile(X, rows, cols, M, N, stride_xm, OTHER, SELECT_LOADS: tl.constexpr):
+    """The [rows, cols] tile of X, OTHER where outside [M, N]."""
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    if SELECT_LOADS:
+        x = tl.load(X + tl.minimum(rows, M - 1)[:, None] * stride_xm
+                    + tl.minimum(cols, N - 1)[None, :])
+        return tl.where(mask, x, OTHER)
+    return tl.load(X + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=OTHER)
+
+
+@triton.jit
 def _max_dim_rows_kernel(
     X,                            # pointer to the [M, N] input, unit column stride
     VALUES,                       # pointer to the [M] maxima, input dtype
     INDICES,                      # pointer to the [M] int64 indices
-    M, N,                         # rows and row length; N <= BLOCK_N
+    M, N,                         # rows and row length (N < 2**31)
     stride_xm,                    # elements between rows of X
     LOWEST: tl.constexpr,         # identity of max in the compute dtype
     BLOCK_M: tl.constexpr,        # rows per program and loop step
-    BLOCK_N: tl.constexpr,        # next_power_of_2(N): one block holds a whole row
+    BLOCK_N: tl.constexpr,        # columns per loop step
+    ONE_STEP: tl.constexpr,       # BLOCK_N >= N: a row in one block, no column loop
     HALF_TO_FP32: tl.constexpr,   # fp16/bf16 are compared in float32
     SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+    ROW_ALIGN: tl.constexpr,      # a power of two dividing N and stride_xm (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
-    # masked-off columns keep their (>= N) index: they lose every tie to a real element
-    idx = tl.broadcast_to(cols[None, :], (BLOCK_M, BLOCK_N))
+    N = aligned(N, ROW_ALIGN)
+    stride_xm = aligned(stride_xm, ROW_ALIGN)
+    lanes = tl.arange(0, BLOCK_N)
+    # masked-off lanes keep their (>= N) index: they lose every tie to a real element
+    lane_idx = tl.broadcast_to(lanes[None, :], (BLOCK_M, BLOCK_N))
     for row_block in range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
         rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_mask = rows < M
-        mask = row_mask[:, None] & col_mask[None, :]
-        if SELECT_LOADS:
-            safe_rows = tl.minimum(rows, M - 1)
-            safe_cols = tl.minimum(cols, N - 1)
-            x = tl.load(X + safe_rows[:, None] * stride_xm + safe_cols[None, :])
+        if ONE_STEP:
+            best = _row_tile(X, rows, lanes, M, N, stride_xm, LOWEST, SELECT_LOADS)
+            best = best.to(tl.float32 if HALF_TO_FP32 else best.dtype)
+            best_idx = lane_idx
         else:
-            x = tl.load(X + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=LOWEST)
-        if HALF_TO_FP32:
-            x = x.to(tl.float32)
-        x = tl.where(mask, x, LOWEST)
-        val, arg = tl.reduce((x, idx), 1, _argmax_combine)
-        tl.store(VALUES + rows, val.to(VALUES.dtype.element_ty), mask=row_mask)
-        tl.store(INDICES + rows, arg.to(tl.int64), mask=row_mask)
+            # A running max per lane and the step it came from, starting at step 0: a row
+            # of LOWEST values resolves to its first index. A lane sees its columns in
+            # increasing order, so it keeps its max unless the new value is larger or a
+            # first NaN (three operations an element: this loop sets max_dim's pace).
+            best = tl.full([BLOCK_M, BLOCK_N], LOWEST,
+                           tl.float32 if HALF_TO_FP32 else X.dtype.element_ty)
+            best_start = tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+            for start in range(0, N, BLOCK_N):
+                x = _row_tile(X, rows, start + lanes, M, N, stride_xm, LOWEST, SELECT_LOADS)
+                x = x.to(best.dtype)
+                keep = (best >= x) | (best != best)
+                best = tl.where(keep, best, x)
+                best_start = tl.where(keep, best_start, start)
+            best_idx = best_start + lane_idx
+        val, arg = tl.reduce((best, best_idx), 1, _argmax_combine)
+        tl.store(VALUES + rows, val.to(VALUES.dtype.element_ty), mask=rows < M)
+        tl.store(INDICES + rows, arg.to(tl.int64), mask=rows < M)
 
 
 @triton.jit
@@ -246,32 +257,16 @@ def _max_dim_chunks_kernel(
         row = tile // n_chunks
         start = (tile - row * n_chunks) * chunk_size
         end = tl.minimum(start + chunk_size, N)
-        if HALF_TO_FP32:
-            best = tl.full([BLOCK_N], LOWEST, tl.float32)
-        else:
-            best = tl.full([BLOCK_N], LOWEST, X.dtype.element_ty)
+        best = tl.full([BLOCK_N], LOWEST, tl.float32 if HALF_TO_FP32 else X.dtype.element_ty)
         best_idx = tl.full([BLOCK_N], IDX_SENTINEL, tl.int64)
         for col in range(start, end, BLOCK_N):
             cols = col + tl.arange(0, BLOCK_N)
-            mask = cols < end
-            if SELECT_LOADS:
-                offs = row * stride_xm + tl.minimum(cols, end - 1)
-                x = tl.load(X + offs)
-            else:
-                offs = row * stride_xm + cols
-                x = tl.load(X + offs, mask=mask, other=LOWEST)
+            x = _load_block(X + row * stride_xm, cols, end, LOWEST, SELECT_LOADS)
             if HAS_X_IDX:
-                if SELECT_LOADS:
-                    i = tl.load(X_IDX + offs)
-                else:
-                    i = tl.load(X_IDX + offs, mask=mask, other=IDX_SENTINEL)
+                i = _load_block(X_IDX + row * stride_xm, cols, end, IDX_SENTINEL, SELECT_LOADS)
             else:
-                i = cols.to(tl.int64)
-            if HALF_TO_FP32:
-                x = x.to(tl.float32)
-            x = tl.where(mask, x, LOWEST)
-            i = tl.where(mask, i, IDX_SENTINEL)
-            best, best_idx = _argmax_combine(best, best_idx, x, i)
+                i = tl.where(cols < end, cols.to(tl.int64), IDX_SENTINEL)
+            best, best_idx = _argmax_combine(best, best_idx, x.to(best.dtype), i)
         val, arg = tl.reduce((best, best_idx), 0, _argmax_combine)
         tl.store(VALUES + tile, val.to(VALUES.dtype.element_ty))
         tl.store(INDICES + tile, arg)
@@ -290,19 +285,10 @@ def _prod_all_kernel(
     SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
 ):
     pid = tl.program_id(0).to(tl.int64)
-    if COMPUTE_FP64:
-        acc = tl.full([BLOCK_SIZE], 1.0, tl.float64)
-    else:
-        acc = tl.full([BLOCK_SIZE], 1.0, tl.float32)
+    acc = tl.full([BLOCK_SIZE], 1.0, tl.float64 if COMPUTE_FP64 else tl.float32)
     for block in range(pid, tl.cdiv(n_elements, BLOCK_SIZE), tl.num_programs(0)):
         offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-        mask = offs < n_elements
-        if SELECT_LOADS:
-            x = tl.load(X + tl.minimum(offs, n_elements - 1))
-        else:
-            x = tl.load(X + offs, mask=mask, other=1.0)
-        x = tl.where(mask, x.to(acc.dtype), 1.0)
-        acc = acc * x
+        acc = acc * _load_block(X, offs, n_elements, 1.0, SELECT_LOADS).to(acc.dtype)
     res = tl.reduce(acc, 0, _mul_combine)
     tl.store(OUT + pid, _to_output(res, OUT))
 
@@ -311,33 +297,31 @@ def _prod_all_kernel(
 def _prod_dim_rows_kernel(
     X,                            # pointer to the [M, N] input, unit column stride
     OUT,                          # pointer to the [M] products
-    M, N,                         # rows and row length; N <= BLOCK_N
+    M, N,                         # rows and row length
     stride_xm,                    # elements between rows of X
     BLOCK_M: tl.constexpr,        # rows per program and loop step
-    BLOCK_N: tl.constexpr,        # next_power_of_2(N): one block holds a whole row
+    BLOCK_N: tl.constexpr,        # columns per loop step
+    ONE_STEP: tl.constexpr,       # BLOCK_N >= N: a row in one block, no column loop
     COMPUTE_FP64: tl.constexpr,   # multiply in float64 (the target has it), else float32
     SELECT_LOADS: tl.constexpr,   # masked-off lanes must read a valid address
+    ROW_ALIGN: tl.constexpr,      # a power of two dividing N and stride_xm (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < N
+    N = aligned(N, ROW_ALIGN)
+    stride_xm = aligned(stride_xm, ROW_ALIGN)
+    lanes = tl.arange(0, BLOCK_N)
+    acc_dtype = tl.float64 if COMPUTE_FP64 else tl.float32
     for row_block in range(pid, tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
         rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)
-        row_mask = rows < M
-        mask = row_mask[:, None] & col_mask[None, :]
-        if SELECT_LOADS:
-            safe_rows = tl.minimum(rows, M - 1)
-            safe_cols = tl.minimum(cols, N - 1)
-            x = tl.load(X + safe_rows[:, None] * stride_xm + safe_cols[None, :])
+        if ONE_STEP:
+            acc = _row_tile(X, rows, lanes, M, N, stride_xm, 1.0, SELECT_LOADS).to(acc_dtype)
         else:
-            x = tl.load(X + rows[:, None] * stride_xm + cols[None, :], mask=mask, other=1.0)
-        if COMPUTE_FP64:
-            x = x.to(tl.float64)
-        else:
-            x = x.to(tl.float32)
-        x = tl.where(mask, x, 1.0)
-        res = tl.reduce(x, 1, _mul_combine)
-        tl.store(OUT + rows, _to_output(res, OUT), mask=row_mask)
+            acc = tl.full([BLOCK_M, BLOCK_N], 1.0, acc_dtype)
+            for start in range(0, N, BLOCK_N):
+                x = _row_tile(X, rows, start + lanes, M, N, stride_xm, 1.0, SELECT_LOADS)
+                acc = acc * x.to(acc_dtype)
+        res = tl.reduce(acc, 1, _mul_combine)
+        tl.store(OUT + rows, _to_output(res, OUT), mask=rows < M)
 
 
 @triton.jit
@@ -357,18 +341,11 @@ def _prod_dim_chunks_kernel(
         row = tile // n_chunks
         start = (tile - row * n_chunks) * chunk_size
         end = tl.minimum(start + chunk_size, N)
-        if COMPUTE_FP64:
-            acc = tl.full([BLOCK_N], 1.0, tl.float64)
-        else:
-            acc = tl.full([BLOCK_N], 1.0, tl.float32)
+        acc = tl.full([BLOCK_N], 1.0, tl.float64 if COMPUTE_FP64 else tl.float32)
         for col in range(start, end, BLOCK_N):
             cols = col + tl.arange(0, BLOCK_N)
-            mask = cols < end
-            if SELECT_LOADS:
-                x = tl.load(X + row * stride_xm + tl.minimum(cols, end - 1))
-            else:
-                x = tl.load(X + row * stride_xm + cols, mask=mask, other=1.0)
-            acc = acc * tl.where(mask, x.to(acc.dtype), 1.0)
+            acc = acc * _load_block(X + row * stride_xm, cols, end, 1.0,
+                                    SELECT_LOADS).to(acc.dtype)
         res = tl.reduce(acc, 0, _mul_combine)
         tl.store(OUT + tile, _to_output(res, OUT))
 
@@ -427,21 +404,37 @@ def _all_plan(profile: Profile, op: str, n: int, dtype: torch.dtype) -> tuple:
 
 
 @launch_plan
-def _dim_plan(profile: Profile, op: str, M: int, N: int, dtype: torch.dtype) -> tuple:
+def _dim_plan(profile: Profile, op: str, M: int, N: int, stride: int,
+              dtype: torch.dtype) -> tuple:
     """(n_chunks, chunk_size, partials' dtype, then the grid and constexprs of each launch)
-    of max_dim or prod_dim over [M, N]: n_chunks 0 where whole rows fit one block (one
-    launch of the rows kernel); else the chunks kernel, and with several chunks a row, the
-    same kernel over each row's partials."""
+    of max_dim or prod_dim over [M, N] with ``stride`` elements between rows: n_chunks 0
+    where rows are at most MAX_FUSED_SIZE or many (one launch of the rows kernel); else
+    the chunks kernel, and with several chunks a row, the same kernel over each row's
+    partials."""
     constants, partial_dtype = _constants(profile, op, dtype)
-    if N <= profile.max_fused_elements(dtype):
-        # whole rows per block; several rows per program when rows are short
-        block_n = next_power_of_2(N)
-        block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(dtype) // block_n))
-        return 0, 0, partial_dtype, (profile.capped_grid(cdiv(M, block_m)),), dict(
-            constants, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=profile.num_warps_for(block_m * block_n)), None, None
-    # long rows: stage 1 reduces (row, chunk) tiles to partials, stage 2 each row's partials
     block_n, n_chunks, chunk_size = _split_rows(profile, dtype, M, N)
+    # rows past MAX_FUSED_SIZE take the rows kernel too where there are enough of them to
+    # fill the device (one chunk a row); its int32 column indices need N < 2**31
+    if N <= profile.max_fused_elements(dtype) or (n_chunks == 1 and N < 2**31):
+        if op == "prod" and 3 * N > 2 * next_power_of_2(N) \
+                and N <= profile.max_fused_elements(dtype):
+            # a row in one power-of-two block (short rows stacked up to an elementwise
+            # block), where that leaves under a third of its lanes masked: no running
+            # product, and more loads in flight a thread than a walk in steps
+            block_n = next_power_of_2(N)
+            block_m = max(1, min(next_power_of_2(M), profile.elementwise_block(dtype) // block_n))
+        else:
+            # a walk along the rows in steps (the profile's row-reduction tile): max's
+            # (value, index) compare costs more a lane than its load, and a whole row in
+            # one next_power_of_2(N) block left up to half its lanes masked (4104 columns:
+            # 8192) and held 16 warps a row
+            block_m, block_n = profile.row_reduction_tile(M, N, dtype)
+        return 0, 0, partial_dtype, (profile.capped_grid(cdiv(M, block_m)),), dict(
+            constants, BLOCK_M=block_m, BLOCK_N=block_n, ONE_STEP=block_n >= N,
+            ROW_ALIGN=row_align(math.gcd(N, stride), profile.vector_elements(dtype)),
+            num_warps=profile.num_warps_for(block_m * block_n)), None, None
+    # few long rows: stage 1 reduces (row, chunk) tiles to partials, stage 2 each row's
+    # partials
     # max: stage 2 also loads the int64 indices, the wider load
     block_c = profile.elementwise_block(torch.int64 if op == "max" else partial_dtype, n_chunks)
     return (n_chunks, chunk_size, partial_dtype, (profile.capped_grid(M * n_chunks),),
@@ -521,7 +514,7 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
     if M == 0:
         return values, indices
     n_chunks, chunk_size, partial_dtype, grid, meta, grid2, meta2 = _dim_plan(
-        profile, "max", M, N, x.dtype)
+        profile, "max", M, N, x2.stride(0), x.dtype)
     if not n_chunks:
         launch(_max_dim_rows_kernel, grid, x2, values, indices, M, N, x2.stride(0), **meta)
         return values, indices
@@ -573,7 +566,7 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     if M == 0:
         return out
     n_chunks, chunk_size, acc_dtype, grid, meta, grid2, meta2 = _dim_plan(
-        profile, "prod", M, N, x.dtype)
+        profile, "prod", M, N, x2.stride(0), x.dtype)
     if not n_chunks:
         launch(_prod_dim_rows_kernel, grid, x2, out, M, N, x2.stride(0), **meta)
         return out

@@ -279,6 +279,34 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
         assert log[0].grid == (63, 1, 1)
 
 
+def test_row_reductions_take_the_rows_kernel_wherever_rows_fill_the_device():
+    """max_dim and prod_dim walk rows in the profile's row-reduction steps: rows past
+    MAX_FUSED_SIZE take the rows kernel too when there are at least as many as compute
+    units, and the chunked two-stage path only when fewer; every path gives torch's values
+    and first indices, NaN and ties included."""
+    from kernels.reductions import max_dim, prod_dim
+    small = SM90.derive(**{"launch.max_fused_size_bytes": 256, "limits.compute_units": 4,
+                           "launch.row_reduction_step_bytes_32bit": 64,
+                           "launch.elementwise_block_bytes": 256,
+                           "launch.row_reduction_step_bytes": 64,
+                           "launch.row_reduction_programs_per_compute_unit": 1})
+    x = torch.randn(9, 300).mul(2).round()
+    x[1, 100] = x[1, 120] = float("nan")
+    for rows, kernel in ((9, "_max_dim_rows_kernel"), (2, "_max_dim_chunks_kernel")):
+        with interpreted(), record_launches() as log:
+            values, indices = max_dim(x[:rows], profile=small)
+            products = prod_dim(1 + x[:rows] / 64, profile=small)
+        assert log[0].name == kernel
+        assert log[0].name.replace("max", "prod") in {launch.name for launch in log}
+        want = torch.max(x[:rows], -1)
+        torch.testing.assert_close(values, want.values, equal_nan=True)
+        assert torch.equal(indices, want.indices)
+        torch.testing.assert_close(products, (1 + x[:rows] / 64).double().prod(-1).float(),
+                                   equal_nan=True)
+    # 16 bytes a step: 4 float32 columns, so 4 rows stack into a 64-byte block of 16
+    assert small.row_reduction_tile(64, 300, torch.float32) == (4, 16)
+
+
 def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
     """A second call of a launcher with the same shapes and dtypes reads no launch
     constant from the profile: its grid, blocks and num_warps come from its launch plan."""

@@ -272,6 +272,38 @@ def test_reduction_grid_caps_where_the_profile_says():
         sm90.derive(**{"launch.reduction_programs_per_compute_unit": 0})
 
 
+def test_row_reduction_tile_stacks_rows_only_while_the_device_stays_full():
+    """``row_reduction_tile`` fills an elementwise block: steps of
+    ``launch.row_reduction_step_bytes`` (``_32bit``) along a row, rows stacked while at least
+    ``row_reduction_programs_per_compute_unit`` programs a compute unit remain, and a
+    longer step for rows left unstacked; a profile without the fields walks a row in
+    whole elementwise blocks and keeps one program a compute unit."""
+    profiles = load_profiles()
+    sm90, gfx942 = profiles["nvidia-sm90"], profiles["amd-gfx942"]
+    units = sm90.compute_units  # 132: 4 a unit is 528 programs
+    assert sm90.row_reduction_tile(4096, 4096, torch.bfloat16) == (4, 512)
+    assert sm90.row_reduction_tile(32768, 1024, torch.bfloat16) == (4, 512)
+    assert sm90.row_reduction_tile(32768, 1024, torch.float32) == (8, 128)  # 512-byte steps
+    assert sm90.row_reduction_tile(4096, 4096, torch.float32) == (4, 256)
+    assert sm90.row_reduction_tile(2048, 16384, torch.bfloat16) == (2, 1024)
+    assert sm90.row_reduction_tile(1024, 32768, torch.bfloat16) == (1, 2048)
+    assert sm90.row_reduction_tile(65536, 100, torch.bfloat16) == (16, 128)
+    assert sm90.row_reduction_tile(8, 4096, torch.bfloat16) == (1, 2048)
+    assert sm90.row_reduction_tile(4 * units * 4, 3, torch.float32) == (4, 4)
+    block = gfx942.elementwise_block(torch.float32)
+    assert gfx942.row_reduction_tile(4096, 4096, torch.float32) == (1, block)
+    assert gfx942.row_reduction_tile(10**6, 64, torch.float32) == (block // 64, 64)
+    # one step for every width where the profile has no _32bit entry
+    steps = gfx942.derive(**{"launch.row_reduction_step_bytes": 1024})
+    assert steps.row_reduction_tile(10**6, 4096, torch.float32) == (block // 256, 256)
+    assert steps.row_reduction_tile(10**6, 4096, torch.float16) == (
+        gfx942.elementwise_block(torch.float16) // 512, 512)
+    with pytest.raises(ProfileError, match="row_reduction_step_bytes"):
+        sm90.derive(**{"launch.row_reduction_step_bytes": 1000})
+    with pytest.raises(ProfileError, match="row_reduction_programs_per_compute_unit"):
+        sm90.derive(**{"launch.row_reduction_programs_per_compute_unit": 0})
+
+
 def test_online_grid_caps_32bit_rows_only():
     """``launch.online_programs_per_compute_unit_32bit`` caps the online softmax forward's
     grid on float32 data at that many programs a compute unit; other dtypes, and profiles

@@ -14,6 +14,7 @@ from kernels.gelu import gelu, gelu_backward
 from kernels.glu import geglu_backward, swiglu
 from kernels.layer_norm import forward as ln_forward
 from kernels.layer_norm import layer_norm, layer_norm_backward
+from kernels.reductions import max_dim, prod_dim
 from kernels.softmax import softmax
 from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import load_profiles
@@ -62,6 +63,15 @@ def test_rows_of_3000_bf16_elements_load_16_byte_vectors(monkeypatch):
         assert _vector_loads(launches) == {"_layer_norm_fwd_fused_kernel": False}
     finally:
         ln_forward._forward_plan.cache_clear()
+
+
+def test_row_reductions_at_4104_bf16_columns_load_16_byte_vectors():
+    """max_dim and prod_dim over rows of 4104 bf16 elements (8 divides it, 16 does not)."""
+    x = torch.randn(64, 4104).bfloat16()
+    launches = execute(lambda x: (max_dim(x, profile=SM90), prod_dim(x, profile=SM90)),
+                       Mode.COMPILE, SM90, (x,), takes_profile=False)
+    found = _vector_loads(launches)
+    assert found == {"_max_dim_rows_kernel": True, "_prod_dim_rows_kernel": True}
 
 
 @pytest.mark.parametrize("n", [6, 12, 3000, 2999])

@@ -178,6 +178,27 @@ class Profile:
             per_unit = launch.get("reduction_programs_per_compute_unit_32bit", per_unit)
         return self._grid_per_unit(blocks, per_unit)
 
+    def row_reduction_tile(self, n_rows: int, n_cols: int, dtype: torch.dtype) -> tuple[int, int]:
+        """(rows, columns) of the tile a row-reduction program reads a step: an
+        elementwise block of ``dtype`` elements, walking each row in steps of
+        ``row_reduction_step_bytes`` (``_32bit`` on 32-bit and wider data;
+        ``elementwise_block_bytes`` where absent) or the whole row where shorter; the rest
+        of the block stacks rows, but only while at least
+        ``row_reduction_programs_per_compute_unit`` (1) programs per compute unit remain,
+        and rows left unstacked lengthen the step instead."""
+        launch = self.data["launch"]
+        block = self.elementwise_block(dtype)
+        step = launch.get("row_reduction_step_bytes", launch["elementwise_block_bytes"])
+        if dtype.itemsize >= 4:
+            step = launch.get("row_reduction_step_bytes_32bit", step)
+        step = max(1, step // dtype.itemsize)
+        block_n = min(next_power_of_2(max(n_cols, 1)), step, block)
+        per_unit = launch.get("row_reduction_programs_per_compute_unit", 1)
+        block_m = max(1, block // block_n)
+        while block_m > 1 and cdiv(n_rows, block_m) < per_unit * self.compute_units:
+            block_m //= 2
+        return block_m, min(next_power_of_2(max(n_cols, 1)), max(block_n, block // block_m))
+
     def _grid_per_unit(self, work: int, per_unit: int | None) -> int:
         """Programs for ``work`` units: one each (capped at MAX_GRID_NUM), or at most
         ``per_unit`` per compute unit where not None."""

@@ -112,8 +112,7 @@ def _one_of(*choices):
     return lambda v: v in choices
 
 
-def _is_dtype_list(v):
-    return _is_list_of(lambda x: x in DTYPES)(v)
+_is_dtype_list = _is_list_of(DTYPES.__contains__)
 
 
 def _is_table(v):
@@ -132,6 +131,14 @@ def _is_threshold_table(v):
 _TABLE = ("a list of [min_block_elements, num_warps] pairs, ascending; an entry may add a "
           "third number, the programs kept resident per compute unit (their registers are "
           "capped to fit: CUDA only)")
+
+
+def _optional_count(use: str) -> Field:
+    return Field(_is_pos_int, f"a positive int ({use})", required=False)
+
+
+def _optional_flag(use: str) -> Field:
+    return Field(lambda v: isinstance(v, bool), f"true or false ({use})", required=False)
 
 
 def _warps_table(use: str) -> Field:
@@ -158,10 +165,9 @@ SCHEMA: dict[str, Any] = {
         "rng_counter_bits": Field(
             _one_of(32, 64), "32 or 64 (the widest Philox counter tl.rand lowers to; 64 "
             "where absent)", required=False),
-        "multi_operand_reduce": Field(
-            lambda v: isinstance(v, bool),
-            "true or false (whether the backend lowers a tl.reduce over a tuple of arrays "
-            "in general, beyond the arg-max/min form; true where absent)", required=False),
+        "multi_operand_reduce": _optional_flag(
+            "whether the backend lowers a tl.reduce over a tuple of arrays in general, "
+            "beyond the arg-max/min form; true where absent"),
         "sub_group_sizes": Field(
             lambda v: _is_list_of(_is_pow2)(v) and len(v) > 0,
             "a list of powers of two (the sub-group sizes an Intel GPU supports; the xpu "
@@ -196,22 +202,26 @@ SCHEMA: dict[str, Any] = {
         "row_stack_bytes": Field(_is_pow2, "a power of two (bytes of short rows per program)"),
         "partials_per_compute_unit": Field(
             _is_pos_int, "a positive int (programs per compute unit of a partial-sum backward)"),
-        "partials_per_compute_unit_16bit": Field(
-            _is_pos_int, "a positive int (as partials_per_compute_unit, for 16-bit rows "
-                         "short enough to stack several a program; partials_per_compute_unit "
-                         "where absent)", required=False),
-        "online_programs_per_compute_unit_32bit": Field(
-            _is_pos_int, "a positive int (programs per compute unit of the online softmax "
-                         "forward on 32-bit data; a program per row where absent)",
-            required=False),
-        "reduction_programs_per_compute_unit": Field(
-            _is_pos_int, "a positive int (programs per compute unit of a whole-tensor "
-                         "reduction's first stage on data narrower than 32 bits; a program per "
-                         "block where absent)", required=False),
-        "reduction_programs_per_compute_unit_32bit": Field(
-            _is_pos_int, "a positive int (as reduction_programs_per_compute_unit, on 32-bit "
-                         "or wider data; reduction_programs_per_compute_unit where absent)",
-            required=False),
+        "partials_per_compute_unit_16bit": _optional_count(
+            "as partials_per_compute_unit, for 16-bit rows short enough to stack several a "
+            "program; partials_per_compute_unit where absent"),
+        "online_programs_per_compute_unit_32bit": _optional_count(
+            "programs per compute unit of the online softmax forward on 32-bit data; a "
+            "program per row where absent"),
+        "reduction_programs_per_compute_unit": _optional_count(
+            "programs per compute unit of a whole-tensor reduction's first stage on data "
+            "narrower than 32 bits; a program per block where absent"),
+        "reduction_programs_per_compute_unit_32bit": _optional_count(
+            "as reduction_programs_per_compute_unit, on 32-bit or wider data; "
+            "reduction_programs_per_compute_unit where absent"),
+        "row_reduction_step_bytes": Field(_is_pow2, "a power of two (bytes of a row a max_dim "
+                                          "program reads a step on data narrower than 32 "
+                                          "bits; elementwise_block_bytes where absent)", False),
+        "row_reduction_step_bytes_32bit": Field(_is_pow2, "a power of two (the same on 32-bit "
+                                                "or wider data)", required=False),
+        "row_reduction_programs_per_compute_unit": _optional_count(
+            "programs per compute unit the max_dim row kernel keeps before it stacks rows; 1 "
+            "where absent"),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(_is_threshold_table, _TABLE),
         "num_warps_by_block_32bit": _warps_table(
@@ -245,21 +255,17 @@ SCHEMA: dict[str, Any] = {
                                f"one of {ROW_CONSTANT_STRATEGIES}"),
         "vector_load_bytes": Field(_is_pow2, "a power of two (bytes of the widest load one "
                                              "thread or lane issues)"),
-        "l2_eviction_hints": Field(
-            lambda v: isinstance(v, bool),
-            "true or false (whether the two-pass row kernels hint the L2 to keep what they "
-            "read again and evict what they do not: Triton's eviction_policy; false where "
-            "absent)", required=False),
+        "l2_eviction_hints": _optional_flag(
+            "whether the two-pass row kernels hint the L2 to keep what they read again and "
+            "evict what they do not: Triton's eviction_policy; false where absent"),
     },
     "dtypes": {
         "supported": Field(_is_dtype_list, DTYPE_LIST),
         "dot": Field(_is_dtype_list, DTYPE_LIST),
         "tf32": Field(lambda v: isinstance(v, bool), "true or false"),
-        "tf32_k_major": Field(
-            lambda v: isinstance(v, bool),
-            "true or false (whether tf32 dots read both operands K-major only, so a matmul "
-            "copies an operand that is not K-major first; false where absent)",
-            required=False),
+        "tf32_k_major": _optional_flag(
+            "whether tf32 dots read both operands K-major only, so a matmul copies an "
+            "operand that is not K-major first; false where absent"),
     },
     "atomics": {op: Field(_is_dtype_list, DTYPE_LIST) for op in ATOMIC_OPS},
     "peak": {
@@ -309,6 +315,7 @@ class Range:
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 #: A Triton block holds at most 2^20 elements (TRITON_MAX_TENSOR_NUMEL), 8 MiB of float64;
 #: a program holds at least one 16-byte vector.
+_PER_UNIT = Range(1, 1024, "programs per compute unit: a few")
 _BLOCK_BYTES = Range(16, 8 * MiB, "bytes one program holds: at least a 16-byte vector, at "
                                   "most Triton's 2^20-element block of float64")
 
@@ -331,14 +338,12 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.max_grid_num": Range(1, 2**32 - 1, "programs a launcher starts: a 32-bit count"),
     "launch.elementwise_block_bytes": _BLOCK_BYTES,
     "launch.row_stack_bytes": _BLOCK_BYTES,
-    "launch.partials_per_compute_unit": Range(1, 1024, "programs per compute unit: a few"),
-    "launch.partials_per_compute_unit_16bit": Range(1, 1024, "programs per compute unit: a few"),
-    "launch.reduction_programs_per_compute_unit": Range(1, 1024,
-                                                        "programs per compute unit: a few"),
-    "launch.reduction_programs_per_compute_unit_32bit": Range(
-        1, 1024, "programs per compute unit: a few"),
-    "launch.online_programs_per_compute_unit_32bit": Range(1, 1024,
-                                                           "programs per compute unit: a few"),
+    **{f"launch.{name}": _PER_UNIT for name in (
+        "partials_per_compute_unit", "partials_per_compute_unit_16bit",
+        "reduction_programs_per_compute_unit", "reduction_programs_per_compute_unit_32bit",
+        "row_reduction_programs_per_compute_unit", "online_programs_per_compute_unit_32bit")},
+    "launch.row_reduction_step_bytes": _BLOCK_BYTES,
+    "launch.row_reduction_step_bytes_32bit": _BLOCK_BYTES,
     "launch.default_num_warps": Range(1, 128, "warps of one program"),
     "launch.num_warps_by_block": Range(1, 1 << 20, "block elements and warps: a Triton block "
                                                    "holds at most 2^20 elements"),
