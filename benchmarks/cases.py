@@ -48,6 +48,14 @@ def memory_bound(op: str, shape, dtype, profile) -> Bench:
         from kernels.softmax import log_softmax
         return Bench(op, shape, dtype, lambda: log_softmax(x, profile=profile),
                      lambda: torch.log_softmax(x, -1), _nbytes(x, x), args=(x,))
+    if op in ("max_dim", "prod_dim"):
+        from kernels import reductions
+        # outputs: a value per row (and max's int64 index)
+        out_bytes = m * (x.element_size() + (8 if op == "max_dim" else 0))
+        ref = (lambda: torch.max(x, -1)) if op == "max_dim" else (lambda: torch.prod(x, -1))
+        fn = getattr(reductions, op)
+        return Bench(op, shape, dtype, lambda: fn(x, profile=profile), ref,
+                     _nbytes(x) + out_bytes, args=(x,))
     if op in ("layer_norm", "rms_norm", "layer_norm_fwd_bwd"):
         from kernels.layer_norm import layer_norm, layer_norm_backward, rms_norm
     if op == "layer_norm":
@@ -128,4 +136,5 @@ def library_call(lib_name: str, bench: Bench) -> Callable[[], object] | None:
     return lambda: fn(*bench.args, **bench.kwargs)
 
 
-MEMORY_OPS = ("gelu", "softmax", "log_softmax", "layer_norm", "rms_norm", "layer_norm_fwd_bwd")
+MEMORY_OPS = ("gelu", "softmax", "log_softmax", "layer_norm", "rms_norm", "layer_norm_fwd_bwd",
+              "max_dim", "prod_dim")
