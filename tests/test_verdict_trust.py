@@ -275,10 +275,17 @@ def test_a_signal_writes_an_interrupted_report(tmp_path, sig, workers):
     status = {r["test_id"]: r["status"] for r in doc["records"]}
     slow = [t for t in status if "gelu_slow" in t]
     assert slow and all(status[t] == "interrupted" for t in slow), status
-    # under xdist the other worker may be amid a reference check: interrupted too
-    # how many reference checks reported before the signal depends on the machine's load
-    assert set(status.values()) == {"pass", "interrupted"} and list(status.values()).count("pass") >= 1
-    assert len(status) + len(run["not_run"]) == 8 and all("gelu_slow" in t for t in run["not_run"])
+    # under xdist the other worker may be amid a reference check: interrupted too; how
+    # many reference checks reported before the signal depends on the machine's load
+    assert set(status.values()) <= {"pass", "interrupted"}, status
+    if not workers:
+        assert list(status.values()).count("pass") == 4, status
+    # every collected check is reported or listed as never run, none both; in one process
+    # the reference's checks come first, so those never run are the slow ones (under xdist
+    # a loaded machine may not have started some of the other worker's reference checks)
+    assert len(status) + len(run["not_run"]) == 8 and not set(status) & set(run["not_run"])
+    if not workers:
+        assert all("gelu_slow" in t for t in run["not_run"]), run["not_run"]
     assert not conforms(doc["records"], run)
     assert "INTERRUPTED" in page.read_text()
     summary = subprocess.run([sys.executable, "-m", "reports", "summary", str(out)], cwd=CHECKOUT,
