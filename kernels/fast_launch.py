@@ -29,6 +29,7 @@ from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 
 from triton_cts.execution import launches
+from triton_cts.profiles import Profile
 
 try:
     from triton.compiler.compiler import CompiledKernel
@@ -184,8 +185,56 @@ def launch_plan(plan):
 _PLAN_CACHES: list[dict] = []
 
 
+def signature(*tensors) -> tuple | None:
+    """What the input checks read from each argument: its type, shape, dtype and device
+    (None stays None). Two calls with equal signatures pass or fail the same checks on a
+    GPU. None where an argument is not tensor-like (the full checks say what is wrong)."""
+    try:
+        return tuple([None if t is None else (type(t), t.shape, t.dtype, t.device)
+                      for t in tensors])
+    except AttributeError:
+        return None
+
+
+class PassedChecks:
+    """What a launcher derived from inputs that passed its checks, kept per profile under a
+    key that ends with the inputs' :func:`signature` (the options the checks read come
+    before it), so that a later call with the same key skips the checks: a launcher's
+    checks cost more per call than its launch.
+
+    Only inputs on a CUDA device are remembered: whether CPU and meta tensors pass depends
+    on the execution mode (interpreter, compile capture), so those are checked every time.
+    Failed checks are never remembered, nor keys whose signature is None."""
+    #: Entries kept at most (a caller with ever new shapes cannot grow the table without
+    #: bound; past it the table starts over).
+    LIMIT = 4096
+
+    def __init__(self):
+        self._table: dict = {}
+        _PLAN_CACHES.append(self._table)
+
+    def get(self, profile: Profile, key: tuple):
+        """The value remembered for ``profile`` and ``key``, or None."""
+        hit = self._table.get((id(profile), key))
+        return hit[1] if hit is not None and hit[0] is profile else None
+
+    def remember(self, profile: Profile, key: tuple, device: torch.device, value):
+        """Keep ``value`` for ``profile`` and ``key`` if the checked inputs were on
+        ``device``, a CUDA device; returns ``value``."""
+        if device.type == "cuda" and key[-1] is not None:
+            if len(self._table) >= self.LIMIT:
+                self._table.clear()
+            # the profile is kept with its value, so its id is not reused while cached
+            self._table[(id(profile), key)] = (profile, value)
+        return value
+
+    def clear(self) -> None:
+        self._table.clear()
+
+
 def clear() -> None:
-    """Forget every kept kernel (they are launched through Triton again) and launch plan."""
+    """Forget every kept kernel (they are launched through Triton again), launch plan and
+    remembered check."""
     _PLANS.clear()
     for plans in _PLAN_CACHES:
         plans.clear()

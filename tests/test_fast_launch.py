@@ -162,3 +162,106 @@ def test_a_planned_launch_calls_its_compiled_kernel_directly():
         torch.testing.assert_close(y, x * factor)
         assert len(log) == 1 and log[0].grid == (8, 1, 1)
     assert len(planned._compiled) == 1 and not fast_launch._PLANS
+
+
+# ---- remembered checks ------------------------------------------------------------------
+CUDA = torch.device("cuda", 0)
+
+
+def test_a_signature_holds_what_the_checks_read():
+    """Type, shape, dtype and device of each argument: tensors that differ in any of them
+    never share a signature; values and strides do not matter; non-tensors give None."""
+    from kernels.fast_launch import signature
+    x = torch.zeros(4, 8)
+    assert signature(x, None) == signature(torch.ones(4, 8), None)
+    assert signature(x, None) == signature(torch.zeros(8, 4).t().contiguous(), None)
+    assert signature(x.t().contiguous().t(), None) == signature(x, None)   # strides ignored
+    assert signature(x) != signature(torch.zeros(4, 9))
+    assert signature(x) != signature(x.double())
+    assert signature(x) != signature(torch.zeros(4, 8, device="meta"))
+    assert signature(x) != signature(torch.nn.Parameter(x))
+    assert signature(x, None) != signature(x, x)
+    assert signature(x, [1, 2]) is None
+
+
+def test_passed_checks_remember_only_cuda_inputs_per_profile():
+    """Checks are skipped only where their outcome cannot change: CUDA inputs (CPU and
+    meta tensors pass or fail by execution mode), the same profile object, a signature."""
+    from kernels.fast_launch import PassedChecks, signature
+    profiles = load_profiles()
+    sm90, gfx942 = profiles["nvidia-sm90"], profiles["amd-gfx942"]
+    table = PassedChecks()
+    key = ("op", signature(torch.zeros(2)))
+    assert table.remember(sm90, key, torch.device("cpu"), "cpu") == "cpu"
+    assert table.get(sm90, key) is None
+    table.remember(sm90, ("op", None), CUDA, "no signature")
+    assert table.get(sm90, ("op", None)) is None
+    table.remember(sm90, key, CUDA, "kept")
+    assert table.get(sm90, key) == "kept"
+    assert table.get(gfx942, key) is None
+    fast_launch.clear()
+    assert table.get(sm90, key) is None
+
+
+def test_passed_checks_stay_bounded():
+    from kernels.fast_launch import PassedChecks
+    profile = load_profiles()["nvidia-sm90"]
+    table = PassedChecks()
+    for i in range(PassedChecks.LIMIT + 10):
+        table.remember(profile, (i, ()), CUDA, i)
+    assert len(table._table) <= PassedChecks.LIMIT
+    assert table.get(profile, (PassedChecks.LIMIT + 9, ())) == PassedChecks.LIMIT + 9
+
+
+@pytest.fixture
+def cpu_checks_remembered(monkeypatch):
+    """CPU tensors treated as the CUDA tensors whose checks are remembered, under the
+    interpreter: the launchers' skip path, run without a GPU."""
+    from kernels.fast_launch import PassedChecks
+    real = PassedChecks.remember
+
+    def remember(self, profile, key, device, value):
+        return real(self, profile, key, CUDA if device.type == "cpu" else device, value)
+    monkeypatch.setattr(PassedChecks, "remember", remember)
+    fast_launch.clear()
+    with interpreted():
+        yield
+    fast_launch.clear()
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_layer_norm_checks_once_per_signature_and_still_rejects_bad_inputs(
+        direction, cpu_checks_remembered, monkeypatch):
+    """The second call with a signature skips the checks and gives the same result; an
+    input that differs in shape, dtype or presence of an operand is checked (and rejected)
+    though a good signature was remembered."""
+    from kernels.layer_norm import forward, layer_norm, layer_norm_backward, tiles
+    from triton_cts.execution.input_checks import ShapeMismatchError, UnsupportedDtypeError
+    profile = load_profiles()["nvidia-sm90"]
+    module, name = (forward, "_check_forward") if direction == "forward" else (tiles, "_check_backward")
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a: (calls.append(a[0]), real(*a))[1])
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 40, generator=g)
+    w, b = torch.randn(40, generator=g), torch.randn(40, generator=g)
+    dy = torch.randn(3, 40, generator=g)
+    ref = layer_norm(x, w, b, profile=profile)
+
+    def call(x=x, w=w, b=b, dy=dy):
+        if direction == "forward":
+            return layer_norm(x, w, b, profile=profile)[:3]
+        return layer_norm_backward(dy, x, w, b, ref.mean, ref.rstd, profile=profile)
+    first = call()
+    calls.clear()
+    again = call(x=x.clone(), dy=dy.clone())
+    assert calls == [], "a remembered signature was checked again"
+    for got, want in zip(again, first):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(ShapeMismatchError):
+        call(w=torch.randn(41))
+    with pytest.raises(UnsupportedDtypeError):
+        call(x=x.to(torch.int32))
+    with pytest.raises(ShapeMismatchError):
+        call(b=torch.randn(40, 1))
+    assert len(calls) == 3

@@ -32,7 +32,7 @@ from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows
                     _row_block, _row_offsets, _tile_offsets, _tiled_forward_block, _to_acc)
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import PlannedLaunch, launch_plan
+from ..fast_launch import PassedChecks, PlannedLaunch, launch_plan, signature
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -253,6 +253,27 @@ class LayerNormOutput(NamedTuple):
     dropout_mask: torch.Tensor | None   # bool keep-mask, when asked for and dropout_p > 0
 
 
+#: The forward's inputs that passed :func:`_check_forward` on a GPU, with what depends on
+#: their shapes alone: a call with the same signature skips the checks.
+_FORWARD_CHECKS = PassedChecks()
+
+
+def _check_forward(op, x, weight, bias, residual, rowscale, dropout_p, profile) -> None:
+    """Every check of the forward's inputs but the seed's, raising on the first that fails."""
+    check_inputs(op, profile, DTYPES, x=x, weight=weight, bias=bias, residual=residual,
+                 rowscale=rowscale)
+    if x.ndim == 0:
+        raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
+    n_cols = x.shape[-1]
+    _check_vector(op, "weight", weight, n_cols)
+    _check_vector(op, "bias", bias, n_cols)
+    if residual is not None and residual.shape != x.shape:
+        raise ShapeMismatchError(f"{op}: residual must have x's shape {tuple(x.shape)}, "
+                                 f"got {tuple(residual.shape)}")
+    _check_rows(op, "rowscale", rowscale, x)
+    _check_dropout_p(op, dropout_p)
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                eps: float = 1e-5, *, residual: torch.Tensor | None = None,
                rowscale: torch.Tensor | None = None, dropout_p: float = 0.0,
@@ -268,18 +289,20 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     shape ``x.shape[:-1]``, float32 (float64 for float64 inputs).
     """
     op = "layer_norm"
-    check_inputs(op, profile, DTYPES, x=x, weight=weight, bias=bias, residual=residual,
-                 rowscale=rowscale)
-    if x.ndim == 0:
-        raise ShapeMismatchError(f"{op}: x must have at least 1 dim, got shape ()")
-    n_cols = x.shape[-1]
-    _check_vector(op, "weight", weight, n_cols)
-    _check_vector(op, "bias", bias, n_cols)
-    if residual is not None and residual.shape != x.shape:
-        raise ShapeMismatchError(f"{op}: residual must have x's shape {tuple(x.shape)}, "
-                                 f"got {tuple(residual.shape)}")
-    _check_rows(op, "rowscale", rowscale, x)
-    _check_dropout_p(op, dropout_p)
+    # the key holds everything the checks and the launch plan read
+    key = (rms, return_dropout_mask, dropout_p, signature(x, weight, bias, residual, rowscale))
+    known = _FORWARD_CHECKS.get(profile, key)
+    if known is None:
+        _check_forward(op, x, weight, bias, residual, rowscale, dropout_p, profile)
+        n_rows, n_cols, dropout = x.shape[:-1].numel(), x.shape[-1], dropout_p > 0.0
+        plan = None if n_rows == 0 or n_cols == 0 else _forward_plan(
+            profile, n_rows, n_cols, x.dtype, dropout, rms, bias is not None,
+            residual is not None, residual is not None or rowscale is not None or dropout,
+            rowscale is not None, dropout and bool(return_dropout_mask))
+        # (an int shape where x is 2-D: torch.empty parses it in half the time of a Size)
+        known = _FORWARD_CHECKS.remember(profile, key, x.device, (
+            n_rows, n_cols, n_rows if x.ndim == 2 else x.shape[:-1], plan))
+    n_rows, n_cols, stat_shape, plan = known
     has_dropout = dropout_p > 0.0
     if has_dropout and seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
@@ -288,9 +311,6 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
 
     # Every tensor is allocated in its final shape and passed as is: the kernels take
     # pointers and (n_rows, N), so no view is made per call (each costs microseconds).
-    # (an int shape where x is 2-D: torch.empty parses it in half the time of a Size)
-    n_rows = x.shape[:-1].numel()
-    stat_shape = n_rows if x.ndim == 2 else x.shape[:-1]
     x2 = x.contiguous()
     y = torch.empty_like(x2)
     stat_dtype = _acc_dtype(x.dtype)
@@ -325,9 +345,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
               mean if mean is not None else rstd, rstd,
               n_rows, n_cols, float(eps), float(dropout_p), *_dropout_scale_parts(dropout_p),
               int(seed) if seed is not None else 0)
-    _forward_plan(profile, n_rows, n_cols, x.dtype, has_dropout, rms, b is not None,
-                  res2 is not None, residual_out is not None, scale2 is not None,
-                  dropout_mask is not None)(*common)
+    plan(*common)
     return out
 
 

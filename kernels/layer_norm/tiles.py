@@ -20,7 +20,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import ShapeMismatchError, WrongDeviceError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import launch_plan
+from ..fast_launch import PassedChecks, launch_plan, signature
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
@@ -372,10 +372,49 @@ class _Backward(NamedTuple):
     flag_key: tuple        # what they are built from, a launch plan's key
 
 
+#: The backward's inputs that passed :func:`_check_backward` on a GPU, with what depends on
+#: their shapes alone: a call with the same signature skips the checks.
+_BACKWARD_CHECKS = PassedChecks()
+
+
 def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
                       dropout_p, dresidual_out, has_residual, profile) -> tuple[_Backward, tuple]:
-    # every launch of the backward passes here: the common case (no dropout, rowscale or
-    # residual) takes one check_inputs call and no work that depends only on the profile
+    # every launch of the backward passes here: once a signature has passed the checks,
+    # a call takes one table lookup, the contiguous operands and the outputs
+    key = (op, rms, has_residual, dropout_p,
+           signature(dy, x, weight, bias, mean, rstd, rowscale, dropout_mask, dresidual_out))
+    known = _BACKWARD_CHECKS.get(profile, key)
+    if known is None:
+        _check_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
+                        dropout_p, dresidual_out, profile)
+        flag_key = (rms, bias is not None, rowscale is not None, dropout_mask is not None,
+                    dresidual_out is not None, has_residual)
+        known = _BACKWARD_CHECKS.remember(profile, key, x.device, (
+            x.shape[:-1].numel(), x.shape[-1], _backward_flags(profile, x.dtype, *flag_key),
+            flag_key))
+    n_rows, n_cols, flags, flag_key = known
+    x = x.contiguous()
+    dx = torch.empty_like(x)
+    device = x.device
+    prep = _Backward(  # positional: keywords cost microseconds on every launch
+        dy.contiguous(), x, weight.contiguous(), None if rms else mean.contiguous(),
+        rstd.contiguous(), None if rowscale is None else rowscale.contiguous(),
+        None if dropout_mask is None else dropout_mask.contiguous(),
+        None if dresidual_out is None else dresidual_out.contiguous(),
+        dx, torch.empty_like(dx) if has_residual else None,
+        torch.empty(n_cols, dtype=weight.dtype, device=device),
+        None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
+        n_rows, n_cols, flags, flag_key)
+    if n_rows == 0:
+        prep.dweight.zero_()
+        if prep.dbias is not None:
+            prep.dbias.zero_()
+    return prep, _dropout_scale_parts(dropout_p)
+
+
+def _check_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
+                    dropout_p, dresidual_out, profile) -> None:
+    """Every check of the backward's inputs, raising on the first that fails."""
     check_inputs(op, profile, DTYPES, dy=dy, x=x, weight=weight, bias=bias,
                  rowscale=rowscale, dresidual_out=dresidual_out)
     if dy is None or rstd is None:
@@ -404,26 +443,6 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
     _check_dropout_p(op, dropout_p)
     if dropout_p > 0.0 and dropout_mask is None:
         raise ValueError(f"{op}: dropout_p > 0 needs the forward's dropout_mask")
-
-    x = x.contiguous()
-    dx = torch.empty_like(x)
-    device = x.device
-    flag_key = (rms, bias is not None, rowscale is not None, dropout_mask is not None,
-                dresidual_out is not None, has_residual)
-    prep = _Backward(  # positional: keywords cost microseconds on every launch
-        dy.contiguous(), x, weight.contiguous(), None if rms else mean.contiguous(),
-        rstd.contiguous(), None if rowscale is None else rowscale.contiguous(),
-        None if dropout_mask is None else dropout_mask.contiguous(),
-        None if dresidual_out is None else dresidual_out.contiguous(),
-        dx, torch.empty_like(dx) if has_residual else None,
-        torch.empty(n_cols, dtype=weight.dtype, device=device),
-        None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
-        n_rows, n_cols, _backward_flags(profile, x.dtype, *flag_key), flag_key)
-    if n_rows == 0:
-        prep.dweight.zero_()
-        if prep.dbias is not None:
-            prep.dbias.zero_()
-    return prep, _dropout_scale_parts(dropout_p)
 
 
 def _stats_ok(mean, rstd, x, profile) -> bool:
