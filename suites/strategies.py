@@ -189,7 +189,7 @@ def derived_profiles(draw, profile: Profile) -> Profile:
                   "reduction_programs_per_compute_unit_32bit"):
         if field in profile.data["launch"]:
             optional[f"launch.{field}"] = draw(st.integers(1, 3))
-    return profile.derive(
+    derived = profile.derive(
         name=f"{profile.name}~fuzzed",
         **optional,
         **{
@@ -222,6 +222,13 @@ def derived_profiles(draw, profile: Profile) -> Profile:
             "peak.dense_tflops": draw(st.sampled_from([
                 {}, {k: v / 256 for k, v in profile["peak.dense_tflops"].items()}])),
         })
+    # the layer-norm column backward: the dweight/dbias tile and partial count drawn above
+    # (several column blocks and row splits, a ragged last split), with no draw of its
+    # own, so that every other example stays what it was
+    column_tile = [*derived.column_sum_tile, derived.partials_per_compute_unit]
+    return derived.derive(name=derived.name, **{
+        f"launch.layer_norm_backward_column_tile{suffix}": column_tile
+        for suffix in ("", "_32bit")})
 
 
 def _small_warps(profile: Profile) -> st.SearchStrategy[int]:

@@ -9,7 +9,7 @@ import torch
 import triton
 
 from kernels.l2_hints import l2_hints
-from kernels.layer_norm import layer_norm, layer_norm_backward, rms_norm
+from kernels.layer_norm import layer_norm, layer_norm_backward, layer_norm_backward_tiled, rms_norm
 from kernels.softmax import softmax, softmax_backward_looped
 from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import load_profiles
@@ -23,7 +23,8 @@ SM90 = PROFILES["nvidia-sm90"]
 def _long_rows(x, w):
     profile = _long_rows.profile
     out = layer_norm(x, w, w, profile=profile)
-    layer_norm_backward(x, x, w, w, out.mean, out.rstd, profile=profile)
+    layer_norm_backward(x, x, w, w, out.mean, out.rstd, profile=profile)  # the columns
+    layer_norm_backward_tiled(x, x, w, w, out.mean, out.rstd, profile=profile)
     rms_norm(x, w, profile=profile)
     y = softmax(x, profile=profile)
     softmax_backward_looped(x, y, profile=profile)
@@ -54,6 +55,10 @@ def test_two_pass_kernels_keep_the_first_read_and_stream_the_second():
     assert found["_layer_norm_fwd_tiled_kernel"] == {"evict_first"}
     # the one-pass dweight/dbias kernel reads each element once: no hint
     assert found["_layer_norm_bwd_dwdb_kernel"] == set()
+    # the column backward's row sums read x and dy once (the column kernel reads them
+    # again only after every row): streamed; the column kernel's one pass: no hint
+    assert found["_layer_norm_bwd_row_sums_kernel"] == {"evict_first"}
+    assert found["_layer_norm_bwd_columns_kernel"] == set()
 
 
 def test_a_profile_without_the_field_gives_no_hints():

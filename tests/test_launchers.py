@@ -422,3 +422,29 @@ def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
         m, n, k = (l.kwargs[f"BLOCK_SIZE_{d}"] for d in "MNK")
         assert [list(d.block_shape) for d in l.args[:2]] == [[m, k], [n, k]]
         assert isinstance(l.args[2], torch.Tensor)
+
+
+@pytest.mark.parametrize("rows", [5, 37])
+def test_long_rows_take_the_column_backward_in_splits(rows):
+    """Rows past the fused backward: one row-sums launch, one column launch over (column
+    block, split) pairs, one column sum of the splits' partials; the same gradients as
+    the tiled strategy to float32 rounding."""
+    from kernels.layer_norm import layer_norm, layer_norm_backward, layer_norm_backward_tiled
+    derived = SM90.derive(**{"launch.max_fused_size_bytes": 256, "limits.compute_units": 3,
+                             "launch.layer_norm_backward_column_tile_32bit": [4, 32, 1, 4]})
+    gen = torch.Generator().manual_seed(0)
+    x, dy = torch.randn(rows, 100, generator=gen), torch.randn(rows, 100, generator=gen)
+    w, b = torch.randn(100, generator=gen), torch.randn(100, generator=gen)
+    with interpreted():
+        out = layer_norm(x, w, b, profile=derived)
+        with record_launches() as log:
+            got = layer_norm_backward(dy, x, w, b, out.mean, out.rstd, profile=derived)
+        want = layer_norm_backward_tiled(dy, x, w, b, out.mean, out.rstd, profile=derived)
+    names = [entry.kernel.__name__ for entry in log]
+    assert names == ["_layer_norm_bwd_row_sums_kernel", "_layer_norm_bwd_columns_kernel",
+                     "_sum_rows_kernel"]
+    # 4 column blocks of 32 and 3 units x 4 programs: rows split in 3 (16, 16 and a ragged
+    # 5), or 5 rows in 2 splits of a 4-row tile (4 and 1)
+    assert log[2].args[0].shape[0] == {5: 2, 37: 3}[rows]
+    for g, t in zip(got, want):
+        torch.testing.assert_close(g, t, rtol=1e-5, atol=1e-5)

@@ -1,4 +1,4 @@
-"""Layer norm and RMS norm over the last dimension: forward and three backward strategies.
+"""Layer norm and RMS norm over the last dimension: forward and four backward strategies.
 
     x'   = dropout(x * rowscale) + residual        (each piece optional)
     y    = (x' - mean) * rstd * weight + bias      rstd = 1 / sqrt(var(x') + eps)
@@ -9,15 +9,18 @@ The family is split where it divides:
 - :mod:`.tiles`: what forward and backward share: JIT helpers for tiles, rows and the
   optional inputs, tile sizes from the profile, argument checks;
 - :mod:`.forward`: the fused and tiled forward kernels and ``layer_norm`` / ``rms_norm``;
-- :mod:`.backward`: the fused and tiled backward kernels and the three backward
-  strategies (atomic, partial, tiled);
+- :mod:`.backward`: the fused backward kernel, its two strategies (atomic, partial) and
+  the dispatch among all four;
+- :mod:`.long_rows`: the tiled and column strategies for rows past the fused backward;
+- :mod:`.column_sums`: the fixed-order column sum of partial rows (partial, columns);
 - :mod:`.autograd`: differentiable wrappers for gradcheck.
 
 The launchers are exported here, so implementations are named ``kernels.layer_norm:<name>``.
 """
 from .autograd import LayerNormFunction, layer_norm_autograd, rms_norm_autograd
 from .backward import (layer_norm_backward, layer_norm_backward_atomic,
-                       layer_norm_backward_partial, layer_norm_backward_tiled, rms_norm_backward)
+                       layer_norm_backward_partial, rms_norm_backward)
+from .long_rows import layer_norm_backward_columns, layer_norm_backward_tiled
 from .forward import (LayerNormOutput, layer_norm, layer_norm_forward,
                       layer_norm_residual_dropout, rms_norm)
 from .tiles import DTYPES, MASK_DTYPES, STAT_DTYPES
@@ -26,6 +29,6 @@ __all__ = [
     "DTYPES", "STAT_DTYPES", "MASK_DTYPES", "LayerNormOutput", "LayerNormFunction",
     "layer_norm", "layer_norm_forward", "layer_norm_residual_dropout", "rms_norm",
     "layer_norm_backward", "layer_norm_backward_atomic", "layer_norm_backward_partial",
-    "layer_norm_backward_tiled", "rms_norm_backward", "layer_norm_autograd",
+    "layer_norm_backward_tiled", "layer_norm_backward_columns", "rms_norm_backward", "layer_norm_autograd",
     "rms_norm_autograd",
 ]

@@ -1,4 +1,4 @@
-"""Layer norm and RMS norm backward: three strategies for the weight and bias gradients.
+"""Layer norm and RMS norm backward: four strategies for the weight and bias gradients.
 
 With x the tensor that was normalized (x' of the forward: its residual_out when a
 residual, rowscale or dropout was used):
@@ -19,12 +19,11 @@ reduces over columns, so the strategies differ in how the row sums are combined:
   caller's buffers.
 - partial: the same fused kernel writes one row of partials per program, at most the
   profile's partials_per_compute_unit programs per compute unit; a second kernel sums the
-  rows in a fixed order. Bitwise
-  reproducible for a given profile and shape.
-- tiled: for rows beyond half the fused tile (the fused backward holds about twice the
-  forward's arrays a column): a dx kernel (two passes over column tiles per row) and a
-  dweight/dbias kernel (column blocks, looping over rows). The other two strategies hand
-  such rows to it.
+  rows in a fixed order (:mod:`.column_sums`). Bitwise reproducible for a given profile
+  and shape.
+- tiled and columns (:mod:`.long_rows`): for rows beyond half the fused tile (the fused
+  backward holds about twice the forward's arrays a column); columns is the default, and
+  the atomic and partial strategies hand such rows to it.
 
 The dropout backward reads the forward's stored keep-mask rather than regenerating it.
 """
@@ -35,24 +34,19 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .tiles import (BACKWARD_WARPS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_triple,
-                    _Backward, _backward_flags, _backward_row_tile, _backward_tile, _column_block,
-                    _column_sum_tile, _dropout_scale, _fits_fused_backward, _grads,
-                    _kahan_add, _load, _load_hinted, _load_row_constants, _prepare_backward,
-                    _row_block, _row_offsets, _row_operands, _store_input_grads,
-                    _tile_offsets, _tiled_backward_block, _to_acc)
+from .tiles import (BACKWARD_WARPS, COMPENSATE_ROWS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype,
+                    _backward_flags, _backward_row_tile, _backward_tile, _dropout_scale,
+                    _fits_fused_backward, _grads, _kahan_add, _load, _load_row_constants,
+                    _prepare_backward, _row_block, _row_offsets, _row_operands,
+                    _store_input_grads, _tile_offsets, _to_acc)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from .column_sums import _sum_partials
+from .long_rows import _backward_columns, layer_norm_backward_columns
 from ..fast_launch import PlannedLaunch, launch, launch_plan
-from ..l2_hints import l2_hints
 from ..row_align import aligned, row_align
 
-#: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
-#: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
-#: below it the plain sums are exact enough and keep the kernels' registers (the
-#: compensation costs 25 to 50 more a thread on sm_90).
-COMPENSATE_ROWS = 1 << 15
 
 
 # --------------------------------------------------------------------------------------
@@ -155,195 +149,6 @@ def _layer_norm_bwd_fused_kernel(
             tl.store(DB + pid * N + cols, db, mask=col_mask)
 
 
-@triton.jit
-def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
-    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
-    for block in range(program, tl.cdiv(N, BLOCK_N), n_programs):
-        cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=acc_ty)
-        # a fixed order of additions: the result is the same bits on every run
-        for start in range(0, n_partials, BLOCK_P):
-            rows = start + tl.arange(0, BLOCK_P)
-            _, load_offs, mask = _tile_offsets(rows, cols, n_partials, N, SELECT_LOADS)
-            acc += _to_acc(_load(PARTIAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-        tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < N)
-
-
-@triton.jit
-def _sum_rows_kernel(
-    PARTIAL,                # pointer to the partial sums [n_partials, N], contiguous
-    OUT,                    # pointer to the column sums [N]
-    PARTIAL_2,              # a second [n_partials, N], like PARTIAL (programs n_programs and up)
-    OUT_2,                  # its column sums [N]
-    n_programs,             # programs per pair: the grid is one or two times this
-    n_partials,             # rows of PARTIAL
-    N,                      # columns of PARTIAL
-    BLOCK_P: tl.constexpr,  # partial rows per tile
-    BLOCK_N: tl.constexpr,  # columns per program
-    SELECT_LOADS: tl.constexpr,
-    COMPUTE_FP64: tl.constexpr,
-    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
-):
-    N = aligned(N, ROW_ALIGN)
-    # dweight and dbias in one launch (a launch costs more host time than this kernel
-    # runs), split on grid axis 0: NPUs flatten the other axes
-    pid = tl.program_id(0).to(tl.int64)
-    if pid < n_programs:
-        _sum_columns(PARTIAL, OUT, pid, n_programs, n_partials, N, BLOCK_P, BLOCK_N,
-                     SELECT_LOADS, COMPUTE_FP64)
-    else:
-        _sum_columns(PARTIAL_2, OUT_2, pid - n_programs, n_programs, n_partials, N, BLOCK_P,
-                     BLOCK_N, SELECT_LOADS, COMPUTE_FP64)
-
-
-@triton.jit
-def _layer_norm_bwd_dx_tiled_kernel(
-    # as _layer_norm_bwd_fused_kernel:
-    DY, X, W, MEAN, RSTD, ROWSCALE, DROPOUT_MASK, DRESIDUAL_OUT, DX, DRESIDUAL,
-    MEAN_FIX,               # pointer to the per-row mean corrections [n_rows], written here
-    n_rows, N, scale_hi, scale_lo,
-    BLOCK_N: tl.constexpr,  # columns per tile: a row takes cdiv(N, BLOCK_N) tiles
-    IS_RMS: tl.constexpr,
-    HAS_ROWSCALE: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr,
-    HAS_DRESIDUAL_OUT: tl.constexpr,
-    STORE_DRESIDUAL: tl.constexpr,
-    SELECT_LOADS: tl.constexpr,
-    COMPUTE_FP64: tl.constexpr,
-    TRIPLE_SUMS: tl.constexpr,  # the three sums in one tl.reduce (where the backend lowers it)
-    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
-    KEEP: tl.constexpr,    # L2 hint of pass 1's loads of x and dy (read again in pass 2)
-    STREAM: tl.constexpr,  # L2 hint of pass 2's loads and of the stores (not read again)
-):
-    pid = tl.program_id(0).to(tl.int64)
-    N = aligned(N, ROW_ALIGN)
-    dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
-    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
-    for row in range(pid, n_rows, tl.num_programs(0)):
-        rstd = _to_acc(tl.load(RSTD + row), COMPUTE_FP64)
-        mean = 0.0
-        if not IS_RMS:
-            mean = _to_acc(tl.load(MEAN + row), COMPUTE_FP64)
-        rowscale = 1.0
-        if HAS_ROWSCALE:
-            rowscale = _to_acc(tl.load(ROWSCALE + row), COMPUTE_FP64)
-        # pass 1: the row sums of g * d, g and d (d = x - mean), each tile reduced to
-        # scalars at once (no tile-wide accumulator: the tile can be the backward's whole
-        # row tile). mean(d) is the stored mean's rounding error (d is exact when
-        # |mean| >> std): it is folded in here, and passed on to the dweight kernel
-        zero = tl.zeros([], dtype=acc_ty)
-        sum_gd, sum_g, sum_d = zero, zero, zero
-        for start in range(0, N, BLOCK_N):
-            cols = start + tl.arange(0, BLOCK_N)
-            _, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
-            _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
-            x = _to_acc(_load_hinted(X, load_offs, mask, SELECT_LOADS, KEEP), COMPUTE_FP64)
-            dy = _to_acc(_load_hinted(DY, load_offs, mask, SELECT_LOADS, KEEP), COMPUTE_FP64)
-            w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            d = tl.where(mask, x - mean, 0.0)
-            g = dy * w
-            if TRIPLE_SUMS:
-                # one reduction pass for the three: on an H200 (triton 3.6, CUDA graphs)
-                # forward+backward took 1-3% less time at 4096x16384 and 1024x65536, bf16
-                # and float32 (float32 4096x16384: 58 -> 60% of copy); not for float64,
-                # whose three float64 sums spilled 8 bytes a thread on sm_80 (triton 3.6)
-                tile_gd, tile_g, tile_d = tl.reduce((g * d, g, d), 0, _add_triple)
-                sum_gd += tile_gd
-                sum_g += tile_g
-                sum_d += tile_d
-            else:
-                sum_gd += tl.sum(g * d, axis=0)
-                sum_g += tl.sum(g, axis=0)
-                sum_d += tl.sum(d, axis=0)
-        mean_fix = 0.0
-        if not IS_RMS:
-            mean_fix = sum_d / N
-            tl.store(MEAN_FIX + row, mean_fix.to(MEAN_FIX.dtype.element_ty))
-        c1 = (sum_gd - mean_fix * sum_g) * rstd / N
-        c2 = sum_g / N
-        # pass 2: dx tile by tile, last tile first (the likeliest still in cache)
-        n_tiles = tl.cdiv(N, BLOCK_N)
-        for i in range(0, n_tiles):
-            cols = (n_tiles - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N)
-            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS)
-            _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS)
-            x = _to_acc(_load_hinted(X, load_offs, mask, SELECT_LOADS, STREAM), COMPUTE_FP64)
-            dy = _to_acc(_load_hinted(DY, load_offs, mask, SELECT_LOADS, STREAM), COMPUTE_FP64)
-            w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            xhat = ((x - mean) - mean_fix) * rstd
-            if IS_RMS:
-                dx = (dy * w - xhat * c1) * rstd
-            else:
-                dx = (dy * w - (xhat * c1 + c2)) * rstd
-            _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
-                               load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT,
-                               STORE_DRESIDUAL, HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS,
-                               COMPUTE_FP64, STREAM)
-
-
-@triton.jit
-def _layer_norm_bwd_dwdb_kernel(
-    DY,                     # pointer to the output gradient [n_rows, N], contiguous
-    X,                      # pointer to the normalized input x', like DY
-    MEAN,                   # pointer to the per-row mean [n_rows] (unused in RMS mode)
-    RSTD,                   # pointer to the per-row 1/std [n_rows]
-    MEAN_FIX,               # pointer to the dx kernel's mean corrections [n_rows]
-    DW,                     # pointer to dweight [N], in the weight's dtype
-    DB,                     # pointer to dbias [N] (unused without HAS_BIAS)
-    n_rows,                 # rows of DY
-    N,                      # columns of DY
-    BLOCK_M: tl.constexpr,  # rows per tile
-    BLOCK_N: tl.constexpr,  # columns per program
-    IS_RMS: tl.constexpr,
-    HAS_BIAS: tl.constexpr,
-    COMPENSATED: tl.constexpr,  # compensated sums (each lane adds many rows)
-    SELECT_LOADS: tl.constexpr,
-    SLICE_BROADCAST: tl.constexpr,
-    COMPUTE_FP64: tl.constexpr,
-    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
-):
-    pid = tl.program_id(0).to(tl.int64)
-    N = aligned(N, ROW_ALIGN)
-    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
-    for block in range(pid, tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
-        cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
-        # with COMPENSATED, compensated sums: each lane adds n_rows / BLOCK_M terms, and a
-        # plain float32 sum of 4M rows erred by 14x the float32 bound where torch's cascade
-        # sum stayed inside it
-        acc_w = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
-        acc_b = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
-        comp_w = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
-        comp_b = tl.zeros([BLOCK_M, BLOCK_N], dtype=acc_ty)
-        for start in range(0, n_rows, BLOCK_M):
-            rows = (start + tl.arange(0, BLOCK_M)).to(tl.int64)
-            _, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
-            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS,
-                                               SLICE_BROADCAST), COMPUTE_FP64)
-            if IS_RMS:
-                xhat = x * rstd
-            else:
-                mean = _to_acc(_load_row_constants(MEAN, rows, n_rows, SELECT_LOADS,
-                                                   SLICE_BROADCAST), COMPUTE_FP64)
-                mean_fix = _to_acc(_load_row_constants(MEAN_FIX, rows, n_rows, SELECT_LOADS,
-                                                       SLICE_BROADCAST), COMPUTE_FP64)
-                xhat = ((x - mean) - mean_fix) * rstd
-            if COMPENSATED:  # dy is 0 out of bounds
-                acc_w, comp_w = _kahan_add(acc_w, comp_w, dy * xhat)
-                if HAS_BIAS:
-                    acc_b, comp_b = _kahan_add(acc_b, comp_b, dy)
-            else:
-                acc_w += dy * xhat
-                if HAS_BIAS:
-                    acc_b += dy
-        col_mask = cols < N
-        tl.store(DW + cols, tl.sum(acc_w, axis=0).to(DW.dtype.element_ty), mask=col_mask)
-        if HAS_BIAS:
-            tl.store(DB + cols, tl.sum(acc_b, axis=0).to(DB.dtype.element_ty), mask=col_mask)
-
-
 # --------------------------------------------------------------------------------------
 # Launchers.
 # --------------------------------------------------------------------------------------
@@ -400,7 +205,7 @@ def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dr
                           dropout_p, dresidual_out, has_residual, profile: Profile):
     """What the fused strategies share before their kernels: checked operands, and the
     finished gradients when there is nothing to launch (empty input) or the rows are
-    longer than the fused backward takes (handed to the tiled strategy); None otherwise."""
+    longer than the fused backward takes (handed to the column strategy); None otherwise."""
     p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
                                          dropout_mask, dropout_p, dresidual_out, has_residual,
                                          profile)
@@ -408,7 +213,7 @@ def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dr
     if n_rows == 0 or n_cols == 0:
         return p, dropout_scale, _grads(p)
     if not _fits_fused_backward(n_cols, x.dtype, profile):
-        return p, dropout_scale, _backward_tiled(p, dropout_scale, profile)
+        return p, dropout_scale, _backward_columns(p, dropout_scale, profile)
     return p, dropout_scale, None
 
 
@@ -418,7 +223,7 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
                                profile: Profile):
     """Backward with dweight/dbias accumulated by tl.atomic_add (float32 buffers, float64
     for float64 inputs); rows per program autotuned. Rows beyond half the fused tile use
-    the tiled strategy. See :func:`layer_norm_backward` for the arguments."""
+    the column strategy. See :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_atomic"
     p, dropout_scale, done = _start_fused_backward(
         op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
@@ -450,30 +255,6 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     return _grads(p)
 
 
-def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profile) -> None:
-    """Column sums of one or two (partial [n_partials, N], out [N]) pairs, in one launch."""
-    partial, out = pairs[0]
-    partial_2, out_2 = pairs[-1]
-    n_partials, n_cols = partial.shape
-    n_programs, planned = _sum_plan(profile, n_partials, n_cols, partial.dtype, len(pairs))
-    planned(partial, out, partial_2, out_2, n_programs, n_partials, n_cols)
-
-
-@launch_plan
-def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype,
-              n_pairs: int) -> tuple[int, PlannedLaunch]:
-    """(programs per pair, the launch) of :func:`_sum_partials`."""
-    block_n = _column_block(n_cols, profile)
-    block_p = max(1, min(next_power_of_2(n_partials),
-                         profile.max_fused_elements(dtype) // block_n))
-    n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // n_pairs))
-    return n_programs, PlannedLaunch(
-        _sum_rows_kernel, (n_programs * n_pairs,), BLOCK_P=block_p, BLOCK_N=block_n,
-        SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        num_warps=profile.num_warps_for(block_p * block_n, dtype))
-
-
 def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
                                 rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
                                 dresidual_out=None, has_residual: bool = False,
@@ -481,7 +262,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     """Deterministic backward: one row of dweight/dbias partials per program (at most the
     profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
     by a second kernel. Bitwise reproducible for a given profile and shape. Rows beyond
-    half the fused tile use the tiled strategy. See :func:`layer_norm_backward` for the
+    half the fused tile use the column strategy. See :func:`layer_norm_backward` for the
     arguments."""
     op = "layer_norm_backward_partial"
     p, dropout_scale, done = _start_fused_backward(
@@ -519,52 +300,11 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
         **_backward_flags(profile, dtype, *flag_key))
 
 
-def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
-    n_rows, n_cols = p.n_rows, p.n_cols
-    dtype = p.x.dtype
-    block_n, options = _tiled_backward_block(n_cols, dtype, profile)
-    flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
-    mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
-    launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
-        *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
-        TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)), **l2_hints(profile),
-        **options, **flags)
-    block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
-    launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
-        p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
-        p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
-        BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
-        HAS_BIAS=p.dbias is not None, COMPENSATED=n_rows > COMPENSATE_ROWS,
-        SELECT_LOADS=profile.select_loads, SLICE_BROADCAST=profile.slice_broadcast,
-        COMPUTE_FP64=p.flags["COMPUTE_FP64"],
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        num_warps=num_warps)
-    return _grads(p)
-
-
-def layer_norm_backward_tiled(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
-                              rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
-                              dresidual_out=None, has_residual: bool = False,
-                              profile: Profile):
-    """Backward for any row length: a dx kernel looping over column tiles (two passes per
-    row) and a dweight/dbias kernel over column blocks looping over rows. See
-    :func:`layer_norm_backward` for the arguments."""
-    op = "layer_norm_backward_tiled"
-    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
-                                         dropout_mask, dropout_p, dresidual_out, has_residual,
-                                         profile)
-    n_rows, n_cols = p.n_rows, p.n_cols
-    if n_rows == 0 or n_cols == 0:
-        return _grads(p)
-    return _backward_tiled(p, dropout_scale, profile)
-
-
 def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
                         rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
                         dresidual_out=None, has_residual: bool = False, profile: Profile):
     """Gradients of :func:`layer_norm`: the deterministic partial-sum strategy when a row
-    fits the fused backward (half the fused tile), the tiled one otherwise.
+    fits the fused backward (half the fused tile), the column strategy otherwise.
 
     ``x`` is the tensor that was normalized (the forward's ``residual_out`` when it is not
     None), ``mean``/``rstd`` the forward's (``mean`` unused with ``rms=True``). With
@@ -578,7 +318,7 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
     if _fits_fused_backward(x.shape[-1] if x.ndim else 1, x.dtype, profile):
         strategy = layer_norm_backward_partial
     else:
-        strategy = layer_norm_backward_tiled
+        strategy = layer_norm_backward_columns
     return strategy(dy, x, weight, bias, mean, rstd, rms=rms, rowscale=rowscale,
                     dropout_mask=dropout_mask, dropout_p=dropout_p,
                     dresidual_out=dresidual_out, has_residual=has_residual, profile=profile)

@@ -25,6 +25,11 @@ from ..fast_launch import PassedChecks, launch_plan, signature
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
 MASK_DTYPES = (torch.bool, torch.uint8)
+#: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
+#: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
+#: below it the plain sums are exact enough and keep the kernels' registers (the
+#: compensation costs 25 to 50 more a thread on sm_90).
+COMPENSATE_ROWS = 1 << 15
 #: Rows per program the atomic backward tries when the profile lists no
 #: ``autotune.layer_norm_backward`` configs (filtered to those whose tile fits).
 DEFAULT_ROWS_PER_PROGRAM = (1, 4, 16, 64)
@@ -322,6 +327,30 @@ def _column_sum_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
     block_m = max(1, min(next_power_of_2(n_rows),
                          _backward_row_tile(dtype, profile) // block_n))
     return block_m, block_n, profile.num_warps_for(2 * block_m * block_n, dtype)
+
+
+def _column_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
+                 profile: Profile) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps, programs) of the column strategy's column kernel: the
+    profile's measured ``launch.layer_norm_backward_column_tile`` (``_32bit``: rows,
+    columns, warps, programs a compute unit) where it has one, else the dweight/dbias kernel's tile (the
+    same walk down a column block) and ``partials_per_compute_unit`` programs a unit."""
+    tile = profile.layer_norm_backward_column_tile(dtype)
+    if tile is not None:
+        rows, cols, num_warps, per_unit = tile
+        programs = profile.compute_units * per_unit
+    else:
+        # a program holds x, dy, w, xhat and dx of its tile besides the two sums: half
+        # the dweight/dbias kernel's rows (with them, sm_80 spilled at float32)
+        rows, cols, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
+        rows = max(1, rows // 2)
+        programs = profile.compute_units * profile.partials_for(dtype, stacked=False)
+    # float64 holds twice the registers an element: a quarter of the rows (the 32-bit
+    # tile spilled 424 bytes a thread on sm_90)
+    if dtype.itemsize > 4:
+        rows = max(1, rows // 4)
+    return (min(rows, next_power_of_2(n_rows)), min(cols, next_power_of_2(n_cols)),
+            num_warps, programs)
 
 
 def _check_vector(op: str, name: str, t: torch.Tensor | None, n: int) -> None:

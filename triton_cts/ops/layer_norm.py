@@ -159,9 +159,11 @@ LAYER_NORM_BACKWARD = OpSpec(
         "atomic": "kernels.layer_norm:layer_norm_backward_atomic",
         "partial": "kernels.layer_norm:layer_norm_backward_partial",
         "tiled": "kernels.layer_norm:layer_norm_backward_tiled",
+        "columns": "kernels.layer_norm:layer_norm_backward_columns",
     },
-    # partial sums in a fixed order (the default strategy where a row fits the fused tile)
-    deterministic=("reference", "reference/partial"),
+    # partial sums in a fixed order (the default strategies: partial where a row fits the
+    # fused tile, columns beyond)
+    deterministic=("reference", "reference/partial", "reference/columns"),
 )
 
 

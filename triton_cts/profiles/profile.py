@@ -274,6 +274,18 @@ class Profile:
         tile = self.data["launch"].get("column_sum_tile")
         return None if tile is None else tuple(tile)
 
+    def layer_norm_backward_column_tile(self, dtype: torch.dtype) -> tuple[int, int, int, int] | None:
+        """(rows, columns, num_warps, programs per compute unit) of the layer-norm column
+        backward's program (dx and dweight/dbias partials of a column block of a split of
+        the rows) on ``dtype`` data, where the profile measured one
+        (``launch.layer_norm_backward_column_tile``, ``_32bit`` for 32-bit and wider data);
+        None where the launcher derives it."""
+        launch = self.data["launch"]
+        tile = launch.get("layer_norm_backward_column_tile")
+        if dtype.itemsize >= 4:
+            tile = launch.get("layer_norm_backward_column_tile_32bit", tile)
+        return None if tile is None else tuple(tile)
+
     def capped_grid(self, programs: int) -> int:
         """Programs to launch for ``programs`` units of work: launchers loop inside above it."""
         return max(1, min(programs, self.max_grid_num))

@@ -1,6 +1,6 @@
 """The vendor profile schema: every field a profile TOML file holds, what each must be,
-the cross-field checks of a loaded profile, the plausible range of every number and the
-ceiling of tolerance overrides. Each error names the file, the field and what was
+the cross-field checks of a loaded profile, the plausible range of every number (the
+ranges are in :mod:`triton_cts.profiles.plausible`) and the ceiling of tolerance overrides. Each error names the file, the field and what was
 expected (:class:`ProfileError`).
 """
 from __future__ import annotations
@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+
+from triton_cts.profiles.plausible import PLAUSIBLE, _fmt, _numbers  # noqa: F401 (re-exported)
 
 VENDOR_FAMILIES = ("nvidia", "rocm", "npu", "intel")
 BACKENDS = {"nvidia": "cuda", "rocm": "hip", "npu": "npu", "intel": "xpu"}
@@ -121,6 +123,14 @@ def _is_table(v):
 
 def _is_pow2(v):
     return _is_pos_int(v) and (v & (v - 1)) == 0
+
+
+def _column_tile_field(what: str) -> "Field":
+    return Field(
+        lambda v: _is_list_of(_is_int)(v) and len(v) == 4
+        and all(_is_pow2(n) for n in v[:3]) and v[3] >= 1,
+        f"a list of 4 ints: [rows, columns, num_warps] (powers of two) and programs per "
+        f"compute unit (>= 1) {what}", required=False)
 
 
 def _is_threshold_table(v):
@@ -248,6 +258,11 @@ SCHEMA: dict[str, Any] = {
             lambda v: _is_list_of(_is_pow2)(v) and len(v) == 3,
             "a list of 3 powers of two: [rows, columns, num_warps] of a program that sums "
             "columns over rows", required=False),
+        "layer_norm_backward_column_tile": _column_tile_field(
+            "of the layer-norm column backward on 16-bit data (all data where the _32bit "
+            "field is absent)"),
+        "layer_norm_backward_column_tile_32bit": _column_tile_field(
+            "of the layer-norm column backward on 32-bit and wider data"),
     },
     "io": {
         "load": Field(_one_of(*LOAD_STRATEGIES), f"one of {LOAD_STRATEGIES}"),
@@ -297,101 +312,6 @@ SCHEMA: dict[str, Any] = {
     # a profile without it is held to the OpenCL C bounds (triton_cts/ops/language/math.py).
     "math_ulp": Field(_is_table, "a table function -> dtype -> ULP bound", required=False),
 }
-
-
-# --------------------------------------------------------------------------------------
-# Plausibility: well-typed numbers no real target has (a typo, a unit slip, a value
-# pasted into the wrong field) are refused. Each range is wide around today's hardware;
-# the tiny constants of derived profiles (suites/strategies.py) stay inside them.
-# --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric field (every number in it, for a list or table) may take."""
-    low: float
-    high: float
-    why: str
-
-
-KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
-#: A Triton block holds at most 2^20 elements (TRITON_MAX_TENSOR_NUMEL), 8 MiB of float64;
-#: a program holds at least one 16-byte vector.
-_PER_UNIT = Range(1, 1024, "programs per compute unit: a few")
-_BLOCK_BYTES = Range(16, 8 * MiB, "bytes one program holds: at least a 16-byte vector, at "
-                                  "most Triton's 2^20-element block of float64")
-
-PLAUSIBLE: dict[str, Range] = {
-    "target.arch": Range(10, 999, "a CUDA compute capability, major * 10 + minor (90 = 9.0)"),
-    "target.warp_size": Range(1, 128, "threads per warp or wavefront: 32 or 64 on GPUs, 1 on NPUs"),
-    "target.rng_counter_bits": Range(32, 64, "a Philox counter width"),
-    "limits.max_threads_per_block": Range(1, 4096, "1024 on every GPU today, 1 on NPUs"),
-    "limits.max_num_warps": Range(1, 128, "32 or 16 on GPUs today, 1 on NPUs"),
-    "limits.shared_memory_per_block": Range(1 * KiB, 64 * MiB,
-                                            "on-chip memory of one block: 64 to 228 KiB today"),
-    "limits.registers_per_sm": Range(0, 4 * MiB, "32-bit registers per SM/CU: 64K to 128K today"),
-    "limits.registers_per_thread": Range(0, 4096, "registers per thread: 128 to 512 today"),
-    "limits.compute_units": Range(1, 16384, "SMs, CUs or cores of one device: 304 at most today"),
-    "limits.device_memory_bytes": Range(1 * MiB, 64 * TiB,
-                                        "memory of one device: under 300 GiB today"),
-    "limits.grid_max": Range(1, 2**32 - 1, "programs per grid axis: a 32-bit count"),
-    "limits.grid_max_product": Range(1, 2**63 - 1, "programs in one launch: a 64-bit count"),
-    "launch.max_fused_size_bytes": _BLOCK_BYTES,
-    "launch.max_grid_num": Range(1, 2**32 - 1, "programs a launcher starts: a 32-bit count"),
-    "launch.elementwise_block_bytes": _BLOCK_BYTES,
-    "launch.row_stack_bytes": _BLOCK_BYTES,
-    **{f"launch.{name}": _PER_UNIT for name in (
-        "partials_per_compute_unit", "partials_per_compute_unit_16bit",
-        "reduction_programs_per_compute_unit", "reduction_programs_per_compute_unit_32bit",
-        "row_reduction_programs_per_compute_unit", "online_programs_per_compute_unit_32bit")},
-    "launch.row_reduction_step_bytes": _BLOCK_BYTES,
-    "launch.row_reduction_step_bytes_32bit": _BLOCK_BYTES,
-    "launch.default_num_warps": Range(1, 128, "warps of one program"),
-    "launch.num_warps_by_block": Range(1, 1 << 20, "block elements and warps: a Triton block "
-                                                   "holds at most 2^20 elements"),
-    "launch.num_warps_by_block_32bit": Range(1, 1 << 20, "as launch.num_warps_by_block"),
-    "launch.layer_norm_num_warps_by_block": Range(1, 1 << 20, "as launch.num_warps_by_block"),
-    "launch.layer_norm_num_warps_by_block_32bit": Range(1, 1 << 20,
-                                                        "as launch.num_warps_by_block"),
-    "launch.layer_norm_tiled_num_warps_by_block": Range(1, 1 << 20,
-                                                        "as launch.num_warps_by_block"),
-    "launch.layer_norm_backward_num_warps_by_block": Range(1, 1 << 20,
-                                                           "as launch.num_warps_by_block"),
-    "launch.layer_norm_backward_num_warps_by_block_32bit": Range(
-        1, 1 << 20, "as launch.num_warps_by_block"),
-    "launch.tile_row_min_bytes": Range(0, 4 * KiB, "bytes of a padded tile row: 32 on the 910B"),
-    "io.vector_load_bytes": Range(1, 256, "bytes of one load: 16 on GPUs, 32 on the 910B"),
-    "launch.column_sum_tile": Range(1, 1 << 20, "rows, columns and warps of one program"),
-    "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
-    "peak.dense_tflops": Range(0, 100_000, "TFLOP/s: about 10,000 (fp4) at most today"),
-    "compile.simds_per_cu": Range(1, 64, "SIMDs or warp schedulers per SM/CU: 4 today"),
-    "compile.max_waves_per_simd": Range(1, 64, "resident waves per SIMD: 8 to 16 today"),
-    "compile.shared_memory_per_cu": Range(1 * KiB, 64 * MiB,
-                                          "on-chip memory of one SM/CU: 64 to 228 KiB today"),
-    "compile.max_blocks_per_cu": Range(1, 1024, "resident blocks per SM/CU: 32 today"),
-    "compile.register_allocation_unit": Range(1, 4096, "registers: 256 on NVIDIA GPUs"),
-    "compile.min_occupancy_waves": Range(0, 64, "waves per SIMD"),
-    "autotune": Range(1, 1 << 20, "block sizes, warps and stages: a Triton block holds at "
-                                  "most 2^20 elements"),
-    "math_ulp": Range(0, 1 << 20, "ULPs from the correctly rounded result: 0 to a few "
-                                  "thousand for approximations"),
-}
-
-
-def _numbers(value: Any, path: str):
-    """(path, number) for every number in ``value``, lists and tables included."""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, (int, float)):
-        yield path, value
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _numbers(v, f"{path}[{i}]")
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _numbers(v, f"{path}.{k}")
-
-
-def _fmt(x: float) -> str:
-    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
 
 
 def _check_finite(data: dict, source: str) -> None:
@@ -507,10 +427,12 @@ def _check_consistency(d: dict, source: str) -> None:
             if resident:
                 _check_resident_programs(source, where, resident[0], warps, d)
             prev = block
-    if "column_sum_tile" in la and la["column_sum_tile"][2] > lim["max_num_warps"]:
-        raise ProfileError(source, "launch.column_sum_tile[2]",
-                           f"num_warps {la['column_sum_tile'][2]} exceeds "
-                           f"limits.max_num_warps = {lim['max_num_warps']}")
+    for tile in ("column_sum_tile", "layer_norm_backward_column_tile",
+                 "layer_norm_backward_column_tile_32bit"):
+        if tile in la and la[tile][2] > lim["max_num_warps"]:
+            raise ProfileError(source, f"launch.{tile}[2]",
+                               f"num_warps {la[tile][2]} exceeds "
+                               f"limits.max_num_warps = {lim['max_num_warps']}")
     if la["max_grid_num"] > min(lim["grid_max"][0], lim["grid_max_product"]):
         raise ProfileError(source, "launch.max_grid_num",
                            f"{la['max_grid_num']} exceeds the grid limit of axis 0 or the product")

@@ -1,0 +1,84 @@
+"""The column sums of partial rows: dweight and dbias from the rows of partials that the
+partial-sum and column backward strategies write, added in a fixed order, so that those
+strategies are bitwise reproducible for a given profile and shape."""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .tiles import _column_block, _load, _tile_offsets, _to_acc
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from ..fast_launch import PlannedLaunch, launch_plan
+from ..row_align import aligned, row_align
+
+
+@triton.jit
+def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.constexpr,
+                 BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    for block in range(program, tl.cdiv(N, BLOCK_N), n_programs):
+        cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=acc_ty)
+        # a fixed order of additions: the result is the same bits on every run
+        for start in range(0, n_partials, BLOCK_P):
+            rows = start + tl.arange(0, BLOCK_P)
+            _, load_offs, mask = _tile_offsets(rows, cols, n_partials, N, SELECT_LOADS)
+            acc += _to_acc(_load(PARTIAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _sum_rows_kernel(
+    PARTIAL,                # pointer to the partial sums [n_partials, N], contiguous
+    OUT,                    # pointer to the column sums [N]
+    PARTIAL_2,              # a second [n_partials, N], like PARTIAL (programs n_programs and up)
+    OUT_2,                  # its column sums [N]
+    n_programs,             # programs per pair: the grid is one or two times this
+    n_partials,             # rows of PARTIAL
+    N,                      # columns of PARTIAL
+    BLOCK_P: tl.constexpr,  # partial rows per tile
+    BLOCK_N: tl.constexpr,  # columns per program
+    SELECT_LOADS: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
+):
+    N = aligned(N, ROW_ALIGN)
+    # dweight and dbias in one launch (a launch costs more host time than this kernel
+    # runs), split on grid axis 0: NPUs flatten the other axes
+    pid = tl.program_id(0).to(tl.int64)
+    if pid < n_programs:
+        _sum_columns(PARTIAL, OUT, pid, n_programs, n_partials, N, BLOCK_P, BLOCK_N,
+                     SELECT_LOADS, COMPUTE_FP64)
+    else:
+        _sum_columns(PARTIAL_2, OUT_2, pid - n_programs, n_programs, n_partials, N, BLOCK_P,
+                     BLOCK_N, SELECT_LOADS, COMPUTE_FP64)
+
+
+def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profile) -> None:
+    """Column sums of one or two (partial [n_partials, N], out [N]) pairs, in one launch
+    (one a pair where the profile's grid cap is below a program a pair)."""
+    if len(pairs) > profile.max_grid_num:
+        for pair in pairs:
+            _sum_partials([pair], profile)
+        return
+    partial, out = pairs[0]
+    partial_2, out_2 = pairs[-1]
+    n_partials, n_cols = partial.shape
+    n_programs, planned = _sum_plan(profile, n_partials, n_cols, partial.dtype, len(pairs))
+    planned(partial, out, partial_2, out_2, n_programs, n_partials, n_cols)
+
+
+@launch_plan
+def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype,
+              n_pairs: int) -> tuple[int, PlannedLaunch]:
+    """(programs per pair, the launch) of :func:`_sum_partials`."""
+    block_n = _column_block(n_cols, profile)
+    block_p = max(1, min(next_power_of_2(n_partials),
+                         profile.max_fused_elements(dtype) // block_n))
+    n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // n_pairs))
+    return n_programs, PlannedLaunch(
+        _sum_rows_kernel, (n_programs * n_pairs,), BLOCK_P=block_p, BLOCK_N=block_n,
+        SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
+        num_warps=profile.num_warps_for(block_p * block_n, dtype))
