@@ -238,7 +238,8 @@ def test_layer_norm_checks_once_per_signature_and_still_rejects_bad_inputs(
     from kernels.layer_norm import forward, layer_norm, layer_norm_backward, tiles
     from triton_cts.execution.input_checks import ShapeMismatchError, UnsupportedDtypeError
     profile = load_profiles()["nvidia-sm90"]
-    module, name = (forward, "_check_forward") if direction == "forward" else (tiles, "_check_backward")
+    module, name = ((forward, "_check_forward") if direction == "forward"
+                    else (tiles, "_check_backward"))
     calls = []
     real = getattr(module, name)
     monkeypatch.setattr(module, name, lambda *a: (calls.append(a[0]), real(*a))[1])

@@ -29,6 +29,7 @@ __all__ = [
     "DTYPES", "STAT_DTYPES", "MASK_DTYPES", "LayerNormOutput", "LayerNormFunction",
     "layer_norm", "layer_norm_forward", "layer_norm_residual_dropout", "rms_norm",
     "layer_norm_backward", "layer_norm_backward_atomic", "layer_norm_backward_partial",
-    "layer_norm_backward_tiled", "layer_norm_backward_columns", "rms_norm_backward", "layer_norm_autograd",
+    "layer_norm_backward_tiled", "layer_norm_backward_columns", "rms_norm_backward",
+    "layer_norm_autograd",
     "rms_norm_autograd",
 ]

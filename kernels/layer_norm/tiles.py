@@ -333,8 +333,9 @@ def _column_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
                  profile: Profile) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps, programs) of the column strategy's column kernel: the
     profile's measured ``launch.layer_norm_backward_column_tile`` (``_32bit``: rows,
-    columns, warps, programs a compute unit) where it has one, else the dweight/dbias kernel's tile (the
-    same walk down a column block) and ``partials_per_compute_unit`` programs a unit."""
+    columns, warps, programs a compute unit) where it has one, else the dweight/dbias
+    kernel's tile (the same walk down a column block) and ``partials_per_compute_unit``
+    programs a unit."""
     tile = profile.layer_norm_backward_column_tile(dtype)
     if tile is not None:
         rows, cols, num_warps, per_unit = tile

@@ -274,7 +274,8 @@ class Profile:
         tile = self.data["launch"].get("column_sum_tile")
         return None if tile is None else tuple(tile)
 
-    def layer_norm_backward_column_tile(self, dtype: torch.dtype) -> tuple[int, int, int, int] | None:
+    def layer_norm_backward_column_tile(
+            self, dtype: torch.dtype) -> tuple[int, int, int, int] | None:
         """(rows, columns, num_warps, programs per compute unit) of the layer-norm column
         backward's program (dx and dweight/dbias partials of a column block of a split of
         the rows) on ``dtype`` data, where the profile measured one

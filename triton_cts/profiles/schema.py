@@ -1,7 +1,8 @@
 """The vendor profile schema: every field a profile TOML file holds, what each must be,
 the cross-field checks of a loaded profile, the plausible range of every number (the
-ranges are in :mod:`triton_cts.profiles.plausible`) and the ceiling of tolerance overrides. Each error names the file, the field and what was
-expected (:class:`ProfileError`).
+ranges are in :mod:`triton_cts.profiles.plausible`) and the ceiling of tolerance
+overrides. Each error names the file, the field and what was expected
+(:class:`ProfileError`).
 """
 from __future__ import annotations
 
