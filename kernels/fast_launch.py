@@ -10,10 +10,12 @@ compiled kernel under a key of what Triton specializes on: each tensor's dtype a
 arguments' types and every constexpr and launch option. A later call with the same key
 calls the compiled kernel directly, with the constexprs in signature order.
 
+An autotuned kernel goes through :func:`tuned_launch`: the autotuner's pick for a key is
+kept after its first call, and later calls launch the picked config the same way.
+
 Triton's own path is kept wherever the shortcut could differ from it: in the interpreter,
 while launches are captured for cross-compilation, under a launch hook (profilers), for
-callable grids, autotuned kernels (``Autotuner``/``Heuristics``) and argument types the
-key does not model. Launches the suites record (launch coverage, grid checks) are recorded
+callable grids (outside :func:`tuned_launch`) and argument types the key does not model. Launches the suites record (launch coverage, grid checks) are recorded
 on both paths alike. ``TRITON_CTS_DIRECT_LAUNCH=0`` turns the shortcut off (every launch
 through Triton), to tell whether a result depends on it.
 """
@@ -25,6 +27,7 @@ import os
 
 import torch
 from triton import knobs
+from triton.runtime.autotuner import Heuristics
 from triton.runtime.driver import driver
 from triton.runtime.jit import JITFunction
 
@@ -35,6 +38,10 @@ try:
     from triton.compiler.compiler import CompiledKernel
 except ImportError:  # pragma: no cover - a Triton without it
     CompiledKernel = None
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - a Triton without host tensor descriptors
+    TensorDescriptor = None
 
 #: Whether launches may skip Triton's path (``TRITON_CTS_DIRECT_LAUNCH=0``: never).
 ENABLED = os.environ.get("TRITON_CTS_DIRECT_LAUNCH", "1").strip() != "0"
@@ -61,7 +68,8 @@ def _argument_key(args) -> tuple | None:
     key does not model (Triton's own path is taken). One flat tuple, built on every
     launch: a tensor adds its dtype and whether its pointer is 16-byte aligned (a dtype
     only ever starts a tensor's pair, so the flat form is unambiguous); an int adds its
-    class: -1 for the value 1, else (a multiple of 16) + 2 * (64-bit)."""
+    class: -1 for the value 1, else (a multiple of 16) + 2 * (64-bit); a host tensor
+    descriptor its dtype, tile shape and padding."""
     key = []
     push = key.append
     for a in args:
@@ -74,6 +82,11 @@ def _argument_key(args) -> tuple | None:
             push(-1 if a == 1 else (a % 16 == 0) + 2 * (not -2**31 <= a < 2**31))
         elif kind is float:
             push("f")
+        elif kind is TensorDescriptor:
+            # Triton specializes a descriptor on its dtype and tiles (its shape and strides
+            # are runtime arguments, the base's alignment is checked on construction)
+            push(("desc", a.base.dtype, tuple(a.block_shape), a.padding,
+                  getattr(a, "round_f32_to_tf32", False)))
         elif a is None:
             push(None)
         elif isinstance(a, bool):
@@ -125,11 +138,16 @@ class PlannedLaunch:
         return f"PlannedLaunch({getattr(self.kernel, '__name__', self.kernel)}, {self.grid}, {self.meta})"
 
 
+def _triton_path() -> bool:
+    """Whether every launch must take Triton's own path now (see the module docstring)."""
+    return (not ENABLED or knobs.runtime.interpret or launches.capturing() or _hooked()
+            or CompiledKernel is None)
+
+
 def _launch(kernel, grid, args, meta, meta_key, table):
     """The launch, with ``table`` keeping its compiled kernels under (kernel, device,
     argument key, ``meta_key``): the constexprs and options where the table is shared."""
-    if (not ENABLED or type(kernel) is not JITFunction or callable(grid) or knobs.runtime.interpret
-            or launches.capturing() or _hooked() or CompiledKernel is None):
+    if type(kernel) is not JITFunction or callable(grid) or _triton_path():
         return kernel[grid](*args, **meta)
     arg_key = _argument_key(args)
     if arg_key is None:
@@ -155,6 +173,42 @@ def _run_compiled(compiled, dims, device, args, tail) -> None:
     stream = driver.active.get_current_stream(device)
     compiled.run(dims[0], dims[1], dims[2], stream, compiled.function, compiled.packed_metadata,
                  None, None, None, *args, *tail)
+
+
+#: (autotuner, device, pick key) -> the config the autotuner picked for that key
+_PICKS: dict = {}
+
+
+def tuned_launch(tuner, grid, args: tuple, meta: dict, pick_key: tuple):
+    """``tuner[grid](*args, **meta)`` for ``tuner``, a ``triton.autotune`` over a
+    JITFunction (optionally through ``triton.heuristics``), without the autotuner's and
+    Triton's per-call work once it has picked a config for ``pick_key``: the first call
+    with a key goes through the autotuner (which tunes, or finds its earlier pick), and
+    keeps its ``best_config``; later calls apply that config (its pre-hook, the
+    heuristics) as the autotuner would and :func:`launch` the kernel directly. ``grid``
+    is the callable the autotuner takes; ``pick_key`` must tell apart every two calls the
+    autotuner's own key tells apart (its key arguments and argument dtypes)."""
+    if _triton_path():
+        return tuner[grid](*args, **meta)
+    key = (tuner, driver.active.get_current_device(), pick_key)
+    config = _PICKS.get(key)
+    if config is None:
+        out = tuner[grid](*args, **meta)
+        picked = getattr(tuner, "best_config", None)
+        if picked is not None and len(_PICKS) < MAX_PLANS:
+            _PICKS[key] = picked
+        return out
+    full = {**meta, **config.all_kwargs()}
+    named = dict(zip(tuner.arg_names, args))
+    if config.pre_hook is not None:
+        config.pre_hook({**named, **full})
+    kernel = tuner.fn
+    if isinstance(kernel, Heuristics):
+        for name, rule in kernel.values.items():
+            full[name] = rule({**named, **full})
+        kernel = kernel.fn
+    return _launch(kernel, tuple(grid({**named, **full})), args, full, tuple(full.items()),
+                   _PLANS)
 
 
 def launch_plan(plan):
@@ -236,5 +290,6 @@ def clear() -> None:
     """Forget every kept kernel (they are launched through Triton again), launch plan and
     remembered check."""
     _PLANS.clear()
+    _PICKS.clear()
     for plans in _PLAN_CACHES:
         plans.clear()

@@ -43,14 +43,19 @@ num_warps). Configs whose pipelined tiles cannot fit the profile's shared memory
 pruned before tuning, and so are IEEE float32 configs whose FMA accumulator would crowd a
 thread's registers (``limits.registers_per_thread``). Without a device (interpreter, or
 launches captured for cross-compilation) the autotuner's benchmark runs each config once
-and times nothing.
+and times nothing. Once the autotuner has picked a config for a bucket, later calls
+launch the pick directly (``fast_launch.tuned_launch``): the autotuner's and Triton's
+per-call work cost more than a small product's kernel.
 """
+import dataclasses
+import functools
+
 import torch
 import triton
 import triton.language as tl
 from triton import knobs
 
-from .fast_launch import launch
+from .fast_launch import PassedChecks, launch, launch_plan, signature, tuned_launch
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
@@ -292,10 +297,30 @@ def _tiles(meta) -> int:
             * cdiv(meta["N"], meta["BLOCK_SIZE_N"]))
 
 
+#: (what an autotuner depends on, interpreted) -> the autotuner
 _AUTOTUNED: dict = {}
 
 
-def _autotuned_kernel(profile: Profile):
+def _autotuner(profile: Profile, tma: bool):
+    """The autotuned pointer kernel (``tma``: the tensor-descriptor kernel) for
+    ``profile``: a fresh one while launches are captured (every config is launched, and
+    captured, for every shape), else one per config set and mode, so that interpreter
+    picks never leak into device runs, looked up once per profile."""
+    if launches.capturing():
+        return (_tma_autotuner if tma else _pointer_autotuner)(profile)[1]()
+    return _kept_autotuner(profile, tma, bool(knobs.runtime.interpret))
+
+
+@launch_plan
+def _kept_autotuner(profile: Profile, tma: bool, interpret: bool):
+    key, make = (_tma_autotuner if tma else _pointer_autotuner)(profile)
+    if (key, interpret) not in _AUTOTUNED:
+        _AUTOTUNED[key, interpret] = make()
+    return _AUTOTUNED[key, interpret]
+
+
+def _pointer_autotuner(profile: Profile):
+    """(what the pointer kernel's autotuner depends on, a function that makes it)"""
     tables = profile.autotune_configs("matmul") or _default_configs(profile)
     configs = [_to_config(t) for t in tables]
     shared = profile["limits.shared_memory_per_block"]
@@ -314,14 +339,7 @@ def _autotuned_kernel(profile: Profile):
         do_bench=launches.autotune_timer,
         prune_configs_by={"early_config_prune": _prune(shared, registers, profile.warp_size)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
-    if launches.capturing():
-        return make()  # fresh: every config is launched (and captured) for every shape
-    # one autotuner per config set and mode, so interpreter picks never leak into device runs
-    key = (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid,
-           bool(knobs.runtime.interpret))
-    if key not in _AUTOTUNED:
-        _AUTOTUNED[key] = make()
-    return _AUTOTUNED[key]
+    return (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid), make
 
 
 #: Dtypes the tensor-descriptor kernel takes with B row-major: the 16-bit floats it was
@@ -338,7 +356,8 @@ def _set_tma_blocks(nargs) -> None:
         nargs["C_OUT"].block_shape = [bm, bn]
 
 
-def _tma_autotuned_kernel(profile: Profile):
+def _tma_autotuner(profile: Profile):
+    """(what the tensor-descriptor kernel's autotuner depends on, a function that makes it)"""
     tables = profile.autotune_configs("matmul_tma")
     configs = [_to_config(t, pre_hook=_set_tma_blocks) for t in tables]
     shared = profile["limits.shared_memory_per_block"]
@@ -349,13 +368,7 @@ def _tma_autotuned_kernel(profile: Profile):
         do_bench=launches.autotune_timer,
         prune_configs_by={"early_config_prune": _prune(shared, 0, profile.warp_size, tma=True)},
     )(_matmul_tma_kernel)
-    if launches.capturing():
-        return make()
-    key = ("tma", tuple(tuple(sorted(t.items())) for t in tables), shared,
-           bool(knobs.runtime.interpret))
-    if key not in _AUTOTUNED:
-        _AUTOTUNED[key] = make()
-    return _AUTOTUNED[key]
+    return ("tma", tuple(tuple(sorted(t.items())) for t in tables), shared), make
 
 
 def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bool) -> bool:
@@ -376,21 +389,39 @@ def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bo
     return fp32_tf32 and profile.tf32_k_major and described(a) and described(b.t())
 
 
-def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile) -> None:
+def _descriptor(t: torch.Tensor):
+    """A host tensor descriptor of the 2-D ``t``, with placeholder tiles (each config's
+    pre-hook sets its own), made without the constructor's checks: :func:`_takes_tma`
+    made them (unit last stride, 16-byte aligned base and rows) and the sizes are
+    positive; they cost more than the rest of a small product's launch."""
     from triton.tools.tensor_descriptor import TensorDescriptor
+    desc = object.__new__(TensorDescriptor)
+    desc.__dict__.update(_field_defaults(TensorDescriptor), base=t, shape=t.shape,
+                         strides=t.stride(), block_shape=[16, 16])
+    return desc
+
+
+@functools.cache
+def _field_defaults(cls) -> dict:
+    """The default values of a dataclass's fields (Triton versions add descriptor fields)."""
+    return {f.name: f.default for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING}
+
+
+def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile) -> None:
     M, K = a.shape
     N = b.shape[1]
     k_major = a.dtype == torch.float32  # tf32, B K-major (_takes_tma)
-    # placeholder tiles: each config's pre-hook sets its own
-    a_desc = TensorDescriptor.from_tensor(a, [16, 16])
-    b_desc = TensorDescriptor.from_tensor(b.t() if k_major else b, [16, 16])
-    c_out = c if k_major else TensorDescriptor.from_tensor(c, [16, 16])
+    a_desc = _descriptor(a)
+    b_desc = _descriptor(b.t() if k_major else b)
+    c_out = c if k_major else _descriptor(c)
     programs = min(profile.compute_units, profile.max_grid_num)
     grid = lambda META: (min(programs, _tiles(META)),)  # noqa: E731
+    buckets = (next_power_of_2(M), next_power_of_2(N), next_power_of_2(K))
     # B_K_MAJOR and C_STAGED positional: the configs' pre-hook and pruning read them
-    _tma_autotuned_kernel(profile)[grid](
-        a_desc, b_desc, c_out, M, N, K, next_power_of_2(M), next_power_of_2(N),
-        next_power_of_2(K), k_major, not k_major, NUM_PROGRAMS=programs)
+    tuned_launch(_autotuner(profile, tma=True), grid,
+                 (a_desc, b_desc, c_out, M, N, K, *buckets, k_major, not k_major),
+                 {"NUM_PROGRAMS": programs}, (*buckets, k_major))
 
 
 def _contiguous(x: torch.Tensor, profile: Profile) -> torch.Tensor:
@@ -406,11 +437,12 @@ def _contiguous(x: torch.Tensor, profile: Profile) -> torch.Tensor:
     return out
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
-           input_precision: str | None = None) -> torch.Tensor:
-    """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
-    ``input_precision`` of float32 dots: "tf32" or "ieee"; None: tf32 where the profile's
-    tensor cores run it (``dtypes.tf32``), else ieee."""
+#: Inputs (signature and input_precision) that passed :func:`_check`, per profile
+_CHECKS = PassedChecks()
+
+
+def _check(a: torch.Tensor, b: torch.Tensor, input_precision, profile: Profile) -> None:
+    """What :func:`matmul` takes: the errors name the problem."""
     check_inputs("matmul", profile, DTYPES, a=a, b=b)
     if input_precision not in (None, "ieee", "tf32"):
         raise ValueError(f"matmul: input_precision must be None, 'ieee' or 'tf32', got "
@@ -426,6 +458,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     if str(a.dtype).removeprefix("torch.") not in profile["dtypes.dot"]:
         raise UnsupportedDtypeError(f"matmul: profile '{profile.name}' has no tl.dot for {a.dtype} "
                                     f"(dtypes.dot in {profile.source})")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
+           input_precision: str | None = None) -> torch.Tensor:
+    """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
+    ``input_precision`` of float32 dots: "tf32" or "ieee"; None: tf32 where the profile's
+    tensor cores run it (``dtypes.tf32``), else ieee."""
+    key = (input_precision, signature(a, b))
+    if _CHECKS.get(profile, key) is None:
+        _check(a, b, input_precision, profile)
+        _CHECKS.remember(profile, key, a.device, True)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)
@@ -447,13 +490,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     if _takes_tma(a, b, profile, fp32_tf32):
         _matmul_tma(a, b, c, profile)
         return c
-    kernel = _autotuned_kernel(profile)
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731
-    kernel[grid](
-        a, b, c, M, N, K, next_power_of_2(M), next_power_of_2(N), next_power_of_2(K),
-        2 * (a.stride(1) == 1) + (b.stride(0) == 1),
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        INPUT_PRECISION="tf32" if fp32_tf32 else "ieee",
-        SELECT_LOADS=profile.select_loads,
-    )
+    buckets = (next_power_of_2(M), next_power_of_2(N), next_power_of_2(K))
+    k_contiguous = 2 * (a.stride(1) == 1) + (b.stride(0) == 1)
+    precision = "tf32" if fp32_tf32 else "ieee"
+    tuned_launch(_autotuner(profile, tma=False), grid,
+                 (a, b, c, M, N, K, *buckets, k_contiguous,
+                  a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
+                 {"INPUT_PRECISION": precision, "SELECT_LOADS": profile.select_loads},
+                 (*buckets, k_contiguous, precision, a.dtype))
     return c

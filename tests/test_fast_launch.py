@@ -39,6 +39,17 @@ def test_the_key_separates_what_triton_specializes_on():
     assert _argument_key((x, object())) is None                          # not modelled
 
 
+def test_the_key_models_tensor_descriptors_as_triton_does():
+    """A host tensor descriptor is specialized on its dtype and tile shape only: the
+    tensor's shape and strides are runtime arguments."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    x = torch.zeros(64, 64)
+    desc = lambda t, tile: TensorDescriptor.from_tensor(t, tile)  # noqa: E731
+    assert _argument_key((desc(x, [16, 32]),)) == _argument_key((desc(x[:32], [16, 32]),))
+    assert _argument_key((desc(x, [16, 32]),)) != _argument_key((desc(x, [32, 16]),))
+    assert _argument_key((desc(x, [16, 32]),)) != _argument_key((desc(x.half(), [16, 32]),))
+
+
 def test_a_launch_hook_keeps_tritons_path():
     """Profilers hook launches: with a hook in Triton's chain, no direct launch (it would
     skip the hook); Triton's empty chain is no hook."""
@@ -87,6 +98,57 @@ def test_direct_launches_match_tritons_and_are_recorded():
     launch(_scale_kernel, (8,), x, y[1:], 1000, 2.0, BLOCK=128)
     torch.testing.assert_close(y[1:], x * 2)
     assert len(fast_launch._PLANS) == 3
+
+
+def _tuned_scale(pre_hook_calls: list):
+    """An autotuned _scale_kernel: two configs whose pre-hook is counted, TWICE from a
+    heuristic, the pick keyed on n."""
+    def hook(nargs):
+        pre_hook_calls.append(nargs["BLOCK"])
+    configs = [triton.Config({"BLOCK": 8}, num_warps=1, pre_hook=hook),
+               triton.Config({"BLOCK": 16}, num_warps=2, pre_hook=hook)]
+    return triton.autotune(configs, key=["n"], do_bench=launches.autotune_timer)(
+        triton.heuristics({"TWICE": lambda a: a["n"] > 12})(_scale_kernel))
+
+
+def test_a_tuned_launch_repeats_the_autotuners_pick(monkeypatch):
+    """From the second call with a pick key on, the autotuner is skipped and its pick is
+    launched with what the autotuner would pass: the same grid, config, options and
+    heuristic values, the config's pre-hook run. Run under the interpreter with the
+    direct launch replaced by a Triton launch of what it was given."""
+    from types import SimpleNamespace
+    direct = []
+
+    def launch_as_triton(kernel, grid, args, meta, meta_key, table):
+        direct.append((kernel, grid, meta))
+        return kernel[grid](*args, **meta)
+    monkeypatch.setattr(fast_launch, "_triton_path", lambda: False)
+    monkeypatch.setattr(fast_launch, "_launch", launch_as_triton)
+    monkeypatch.setattr(fast_launch, "driver",
+                        SimpleNamespace(active=SimpleNamespace(get_current_device=lambda: 0)))
+    hooks = []
+    tuner = _tuned_scale(hooks)
+    grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
+    x = torch.arange(20, dtype=torch.float32)
+    fast_launch.clear()
+    outputs, logs = [], []
+    with interpreted():
+        for n in (10, 10, 20, 20):
+            y = torch.zeros_like(x)
+            with record_launches() as log:
+                fast_launch.tuned_launch(tuner, grid, (x, y, n, 3.0), {}, (n,))
+            outputs.append(y)
+            logs.append(log)
+    assert [len(log) for log in logs] == [3, 1, 3, 1]  # tuning: each config, then the pick
+    assert len(direct) == 2 and all(kernel is _scale_kernel for kernel, _, _ in direct)
+    for tuned, repeated in ((logs[0][-1], logs[1][0]), (logs[2][-1], logs[3][0])):
+        assert (repeated.grid, repeated.kwargs) == (tuned.grid, tuned.kwargs)
+    assert direct[1][2]["TWICE"] and not direct[0][2]["TWICE"]
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)
+    torch.testing.assert_close(outputs[3][:20], x * 6)
+    assert len(hooks) == 8  # each config while tuning, the pick after, on every call
+    fast_launch.clear()
+    assert not fast_launch._PICKS
 
 
 def test_a_launch_plan_is_computed_once_per_profile_and_key():
@@ -266,3 +328,59 @@ def test_layer_norm_checks_once_per_signature_and_still_rejects_bad_inputs(
     with pytest.raises(ShapeMismatchError):
         call(b=torch.randn(40, 1))
     assert len(calls) == 3
+
+
+@pytest.mark.skipif(not GPU, reason="needs a GPU: the direct launch calls a compiled kernel")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("b_layout", ["row-major", "transposed"])
+def test_matmul_launches_the_autotuners_pick_directly(dtype, b_layout, monkeypatch):
+    """From its third call with a key on, matmul (either kernel: tensor descriptors or
+    pointers) launches the autotuner's pick without Triton's ``JITFunction.run``, with the
+    first call's result bit for bit (the first call tunes or finds the pick, the second
+    keeps the pick's compiled kernel)."""
+    from triton.runtime.jit import JITFunction
+
+    from kernels.matmul import matmul
+    from triton_cts.profiles.vendor_selection import attached_device, match_device
+    profile = match_device(attached_device(), load_profiles())
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(300, 200, device="cuda", dtype=dtype, generator=g)
+    b = torch.randn(200, 136, device="cuda", dtype=dtype, generator=g)
+    if b_layout == "transposed":
+        b = b.t().contiguous().t()
+    fast_launch.clear()
+    first = matmul(a, b, profile=profile)
+    matmul(a, b, profile=profile)
+    runs = []
+    real = JITFunction.run
+    monkeypatch.setattr(JITFunction, "run", lambda self, *a, **k: (runs.append(self),
+                                                                   real(self, *a, **k))[1])
+    again = matmul(a, b, profile=profile)
+    assert runs == [] and fast_launch._PICKS
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    torch.testing.assert_close(again.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-1)
+
+
+def test_matmul_checks_once_per_signature_and_still_rejects_bad_inputs(
+        cpu_checks_remembered, monkeypatch):
+    """As the layer norm's: a remembered signature and precision skip matmul's checks;
+    another shape, dtype or precision is checked and rejected."""
+    from kernels import matmul as module
+    from triton_cts.execution.input_checks import ShapeMismatchError, UnsupportedDtypeError
+    profile = load_profiles()["nvidia-sm90"]
+    calls = []
+    real = module._check
+    monkeypatch.setattr(module, "_check", lambda *a: (calls.append(a[2]), real(*a))[1])
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(16, 32, generator=g), torch.randn(32, 16, generator=g)
+    first = module.matmul(a, b, profile=profile, input_precision="ieee")
+    again = module.matmul(a.clone(), b.clone(), profile=profile, input_precision="ieee")
+    assert calls == ["ieee"], "a remembered signature was checked again"
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    with pytest.raises(ShapeMismatchError):
+        module.matmul(a, torch.randn(31, 16), profile=profile, input_precision="ieee")
+    with pytest.raises(UnsupportedDtypeError):
+        module.matmul(a, b.double(), profile=profile, input_precision="ieee")
+    with pytest.raises(ValueError):
+        module.matmul(a, b, profile=profile, input_precision="tf33")
+    assert len(calls) == 4
