@@ -161,6 +161,9 @@ def _matmul_tma_kernel(
     BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
     NUM_PROGRAMS: tl.constexpr,   # the persistent grid: one program per compute unit
+    C_SPLIT: tl.constexpr = 1,    # with C_STAGED: the C tile is stored in this many column
+                                  # pieces (1 or 2), each staged alone
+    FLATTEN: tl.constexpr = 0,    # 1: the tile and K loops are pipelined as one loop
 ):
     """Persistent matmul on tensor descriptors (TMA on Hopper): NUM_PROGRAMS programs walk
     the tiles in grouped order, so the grid is launched once per compute unit and the
@@ -168,12 +171,17 @@ def _matmul_tma_kernel(
     bound every load (and with C_STAGED the store): out-of-range rows, columns and the K
     tail read as zeros and are not written. A float32 C tile staged in shared memory
     would leave too little of it for the pipelined A and B tiles (128 x 256 x 4 bytes),
-    so float32 stores C through pointers, masked."""
+    so float32 stores C through pointers, masked. With C_SPLIT = 2 a 16-bit C tile is
+    staged and stored a half at a time (half the shared memory, and the second half's
+    conversion overlaps the first half's store); with FLATTEN the compiler pipelines the
+    two loops as one, so the next tile's first loads are issued before this tile's store
+    (``tl.range(flatten=True)``). The profile's configs say where either was measured
+    faster."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    for tile in range(pid, num_pid_m * num_pid_n, NUM_PROGRAMS):
+    for tile in tl.range(pid, num_pid_m * num_pid_n, NUM_PROGRAMS, flatten=FLATTEN == 1):
         group_id = tile // num_pid_in_group
         first_pid_m = group_id * GROUP_SIZE_M
         group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
@@ -189,7 +197,11 @@ def _matmul_tma_kernel(
             else:
                 b = B_DESC.load([offs_k, offs_n])
             acc = tl.dot(A_DESC.load([offs_m, offs_k]), b, acc)
-        if C_STAGED:
+        if C_STAGED and C_SPLIT == 2:
+            left, right = acc.reshape(BLOCK_SIZE_M, 2, BLOCK_SIZE_N // 2).permute(0, 2, 1).split()
+            C_OUT.store([offs_m, offs_n], left.to(C_OUT.dtype))
+            C_OUT.store([offs_m, offs_n + BLOCK_SIZE_N // 2], right.to(C_OUT.dtype))
+        elif C_STAGED:
             C_OUT.store([offs_m, offs_n], acc.to(C_OUT.dtype))
         else:
             # two halves of the tile, each with its own pointers: the whole tile's held a
@@ -278,7 +290,7 @@ def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int, tma: bo
         def need(c):
             kw = c.kwargs
             tiles = (kw["BLOCK_SIZE_M"] + kw["BLOCK_SIZE_N"]) * kw["BLOCK_SIZE_K"] * elem
-            staged_c = (kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * elem
+            staged_c = (kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * elem // kw.get("C_SPLIT", 1)
                         if tma and named_args["C_STAGED"] else 0)
             return max(c.num_stages, 1) * tiles + staged_c
 
@@ -348,12 +360,13 @@ TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _set_tma_blocks(nargs) -> None:
-    """Each config's pre-hook: the descriptors' tiles are the config's blocks."""
+    """Each config's pre-hook: the descriptors' tiles are the config's blocks (C's a
+    C_SPLIT-th of the C tile)."""
     bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
     nargs["A_DESC"].block_shape = [bm, bk]
     nargs["B_DESC"].block_shape = [bn, bk] if nargs["B_K_MAJOR"] else [bk, bn]
     if nargs["C_STAGED"]:
-        nargs["C_OUT"].block_shape = [bm, bn]
+        nargs["C_OUT"].block_shape = [bm, bn // nargs.get("C_SPLIT", 1)]
 
 
 def _tma_autotuner(profile: Profile):

@@ -22,6 +22,9 @@ ATOMIC_OPS = ("add", "max", "min", "cas", "xchg")
 #: Tile sizes an attention config table must give (``autotune.attention[_backward]``).
 ATTENTION_TILES = {"attention": ("BLOCK_M", "BLOCK_N"),
                    "attention_backward": ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2")}
+#: Config keys an autotune table may give only some values of (the kernel takes no
+#: other): ``autotune.matmul_tma``'s C tile split and loop flattening (kernels/matmul.py).
+CONFIG_CHOICES = {"matmul_tma": {"C_SPLIT": (1, 2), "FLATTEN": (0, 1)}}
 #: Math functions a ``[math_ulp]`` table may bound (triton_cts/ops/language/math.py).
 MATH_FUNCTIONS = ("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos",
                   "erf", "sigmoid", "tanh", "fdiv", "div_rn", "fma")
@@ -471,7 +474,12 @@ def _check_consistency(d: dict, source: str) -> None:
             raise ProfileError(source, where, "expected a non-empty list of config tables")
         for i, cfg in enumerate(configs):
             for k, v in cfg.items():
-                if not _is_pos_int(v):
+                choices = CONFIG_CHOICES.get(op, {}).get(k)
+                if choices is not None:
+                    if not (type(v) is int and v in choices):
+                        raise ProfileError(source, f"{where}[{i}].{k}",
+                                           f"expected one of {choices}, got {v!r}")
+                elif not _is_pos_int(v):
                     raise ProfileError(source, f"{where}[{i}].{k}", f"expected a positive int, got {v!r}")
             if cfg.get("num_warps", 1) > lim["max_num_warps"]:
                 raise ProfileError(source, f"{where}[{i}].num_warps",
