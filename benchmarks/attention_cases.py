@@ -19,6 +19,8 @@ from benchmarks.cases import Bench
 ATTENTION_OPS = ("attention", "attention_backward")
 #: (batch, heads, sequence, head dim)
 SHAPE = (4, 32, 4096, 128)
+#: small enough that the GPU is never the limit (``benchmarks.launch_overhead``)
+SMALL_SHAPE = (1, 2, 128, 64)
 
 
 def _sdpa(q, k, v, causal):
@@ -27,17 +29,18 @@ def _sdpa(q, k, v, causal):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def attention_benches(op: str, dtype, profile) -> list[Bench]:
-    """One bench per masking (full, causal) at :data:`SHAPE`."""
+def attention_benches(op: str, dtype, profile, shape=SHAPE) -> list[Bench]:
+    """One bench per masking (full, causal) at ``shape`` (batch, heads, sequence, head
+    dim)."""
     from kernels.attention import attention, attention_backward_from_saved, attention_forward
-    b, h, s, d = SHAPE
+    b, h, s, d = shape
     gen = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v, do = (torch.randn(SHAPE, device="cuda", dtype=dtype, generator=gen)
+    q, k, v, do = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
                    for _ in range(4))
     out = []
     for causal in (False, True):
         flops = 4 * b * h * s * s * d // (2 if causal else 1)
-        label = (*SHAPE, "causal" if causal else "full")
+        label = (*shape, "causal" if causal else "full")
         kwargs = {"causal": causal}
         if op == "attention":
             out.append(Bench(op, label, dtype,

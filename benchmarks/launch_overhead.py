@@ -1,9 +1,11 @@
-"""python -m benchmarks.launch_overhead [--dtype bfloat16] [--calls 2000]
+"""python -m benchmarks.launch_overhead [--dtype bfloat16] [--calls 2000] [--op OP ...]
 
-Per-call CPU time of each launcher, on a shape small enough that the GPU is never the
-limit (8 x 1024): what a Python caller pays per call beyond the kernel. Three numbers per
-op, each the mean over ``--calls`` back-to-back calls with one synchronization at the end,
-the fastest of five such rounds:
+Per-call CPU time of each launcher, on shapes small enough that the GPU is never the
+limit: what a Python caller pays per call beyond the kernel. The memory-bound ops at
+8 x 1024, matmul at 256^3, the LLM ops at 8 tokens (``benchmarks.llm_cases.SMALL_*``) and
+attention at batch 1, 2 heads, 128 tokens, head dim 64. Three numbers per op (float32
+matmul: per input precision; attention: full and causal), each the mean over ``--calls``
+back-to-back calls with one synchronization at the end, the fastest of five such rounds:
 
 - ``ours``: the launcher as users call it;
 - ``ours, launch stubbed``: the same with Triton's ``JITFunction.run`` and the direct call
@@ -22,6 +24,25 @@ import time
 import torch
 
 SHAPE = (8, 1024)
+MATMUL_SIZE = 256
+
+
+def small_benches(op: str, dtype, profile) -> list:
+    """The benches of ``op`` at the small shapes of the module docstring."""
+    from benchmarks import attention_cases, cases, llm_cases
+    if op in cases.MEMORY_OPS:
+        return [cases.memory_bound(op, SHAPE, dtype, profile)]
+    if op == "matmul":
+        return cases.matmul(MATMUL_SIZE, dtype, profile)
+    if op in llm_cases.LLM_OPS:
+        return [llm_cases.llm_bench(op, dtype, profile, small=True)]
+    return attention_cases.attention_benches(op, dtype, profile, attention_cases.SMALL_SHAPE)
+
+
+def label(bench) -> str:
+    """The op, with its input precision or masking where an op has several benches."""
+    extra = bench.precision or (bench.shape[-1] if bench.op.startswith("attention") else "")
+    return f"{bench.op} ({extra})" if extra else bench.op
 
 
 #: Rounds of ``calls`` timed per number; the fastest is reported. On shared GPU hosts one
@@ -43,20 +64,27 @@ def per_call_us(fn, calls: int) -> float:
     return best
 
 
+def _all_ops() -> tuple[str, ...]:
+    from benchmarks import attention_cases, cases, llm_cases
+    return (*cases.MEMORY_OPS, "matmul", *llm_cases.LLM_OPS, *attention_cases.ATTENTION_OPS)
+
+
+ALL_OPS = _all_ops()
+
+
 def main(argv=None) -> int:
     from tabulate import tabulate
     from triton.runtime.jit import JITFunction
 
     from kernels import fast_launch
 
-    from benchmarks import cases
     from triton_cts.profiles import load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--op", action="append", default=[])
+    parser.add_argument("--op", action="append", default=[], choices=ALL_OPS)
     args = parser.parse_args(argv)
     device = attached_device()
     if device is None:
@@ -64,8 +92,7 @@ def main(argv=None) -> int:
     dtype = getattr(torch, args.dtype)
     profile = match_device(device, load_profiles())
     rows = []
-    for op in args.op or cases.MEMORY_OPS:
-        bench = cases.memory_bound(op, SHAPE, dtype, profile)
+    for bench in (b for op in args.op or ALL_OPS for b in small_benches(op, dtype, profile)):
         ours = per_call_us(bench.ours, args.calls)
         real_run, real_direct = JITFunction.run, fast_launch._run_compiled
         JITFunction.run = lambda self, *a, **k: None
@@ -75,9 +102,9 @@ def main(argv=None) -> int:
         finally:
             JITFunction.run, fast_launch._run_compiled = real_run, real_direct
         theirs = per_call_us(bench.torch_eager, args.calls)
-        rows.append([op, f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}", f"{theirs:.1f}"])
+        rows.append([label(bench), f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}", f"{theirs:.1f}"])
         print(" | ".join(rows[-1]), flush=True)
-    print(f"profile {profile.name}, {args.dtype}, shape {SHAPE}, mean of {args.calls} calls, "
+    print(f"profile {profile.name}, {args.dtype}, small shapes, mean of {args.calls} calls, "
           f"fastest of {ROUNDS} rounds")
     print(tabulate(rows, headers=["op", "ours us/call", "ours, launch stubbed",
                                   "launch path", "torch us/call"]))

@@ -20,6 +20,11 @@ CE_SHAPE = (8192, 128256)
 FLCE_SHAPE = (8192, 4096, 128256)   # tokens, hidden, classes
 ROW_SHAPE = (16384, 4096)
 ROPE_HEAD_DIM = 128
+#: Shapes small enough that the GPU is never the limit, for launch-overhead timing
+#: (``benchmarks.launch_overhead``): 8 tokens, a 1024-class vocabulary, 1024 wide rows.
+SMALL_CE_SHAPE = (8, 1024)
+SMALL_FLCE_SHAPE = (8, 256, 1024)
+SMALL_ROW_SHAPE = (8, 1024)
 EPS = 1e-6
 LLM_OPS = ("cross_entropy", "rope", "rope_backward", "swiglu", "swiglu_backward", "geglu",
            "geglu_backward", "fused_add_rms_norm", "fused_add_rms_norm_backward",
@@ -34,28 +39,28 @@ def _randn(shape, dtype, seed: int = 0) -> torch.Tensor:
     return torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
 
 
-def _cross_entropy(dtype, profile) -> Bench:
+def _cross_entropy(dtype, profile, shape) -> Bench:
     from kernels.cross_entropy import cross_entropy
     F = torch.nn.functional
-    x = _randn(CE_SHAPE, dtype)
-    y = torch.randint(0, CE_SHAPE[1], CE_SHAPE[:1], device="cuda",
+    x = _randn(shape, dtype)
+    y = torch.randint(0, shape[1], shape[:1], device="cuda",
                       generator=torch.Generator(device="cuda").manual_seed(1))
     xt = x.detach().clone().requires_grad_()
 
     def eager():
         return torch.autograd.grad(F.cross_entropy(xt, y), xt)
     kwargs = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
-    return Bench("cross_entropy", CE_SHAPE, dtype,
+    return Bench("cross_entropy", shape, dtype,
                  lambda: cross_entropy(x, y, **kwargs, profile=profile), eager,
                  _nbytes(x, x), args=(x, y), kwargs=kwargs)
 
 
-def _fused_linear_cross_entropy(dtype, profile) -> Bench:
+def _fused_linear_cross_entropy(dtype, profile, shape) -> Bench:
     """Loss and gradients of x and the weight, against torch's unfused linear +
     cross-entropy with autograd (which holds the whole logits)."""
     from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
     F = torch.nn.functional
-    t, h, v = FLCE_SHAPE
+    t, h, v = shape
     x, w = _randn((t, h), dtype), _randn((v, h), dtype, 1) / h ** 0.5
     y = torch.randint(0, v, (t,), device="cuda",
                       generator=torch.Generator(device="cuda").manual_seed(2))
@@ -69,10 +74,10 @@ def _fused_linear_cross_entropy(dtype, profile) -> Bench:
                  eager, flops=3 * 2 * t * h * v, args=(x, w, y, None), kwargs=kwargs)
 
 
-def _rope(op, dtype, profile) -> Bench:
+def _rope(op, dtype, profile, shape) -> Bench:
     from kernels.rope import rope, rope_backward
     from triton_cts.ops.rope import make_tables
-    tokens, width = ROW_SHAPE
+    tokens, width = shape
     heads = width // ROPE_HEAD_DIM
     x = _randn((1, tokens, heads, ROPE_HEAD_DIM), dtype)
     cos, sin = make_tables(tokens, ROPE_HEAD_DIM, torch.float32, "cuda")
@@ -89,62 +94,65 @@ def _rope(op, dtype, profile) -> Bench:
                  kwargs={"offset": 0, "rotary_dim": ROPE_HEAD_DIM})
 
 
-def _glu(op, dtype, profile) -> Bench:
+def _glu(op, dtype, profile, shape) -> Bench:
     import kernels.glu as glu
     F = torch.nn.functional
-    a, b = _randn(ROW_SHAPE, dtype), _randn(ROW_SHAPE, dtype, 1)
+    a, b = _randn(shape, dtype), _randn(shape, dtype, 1)
     act = (lambda t: F.silu(t)) if op.startswith("swiglu") else \
         (lambda t: F.gelu(t, approximate="tanh"))
     launcher = getattr(glu, op)
     if not op.endswith("_backward"):
-        return Bench(op, ROW_SHAPE, dtype, lambda: launcher(a, b, profile=profile),
+        return Bench(op, shape, dtype, lambda: launcher(a, b, profile=profile),
                      lambda: act(a) * b, _nbytes(a, b, a), args=(a, b))
-    dy = _randn(ROW_SHAPE, dtype, 2)
+    dy = _randn(shape, dtype, 2)
     at, bt = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
 
     def eager():
         return torch.autograd.grad(act(at) * bt, (at, bt), dy)
-    return Bench(op, ROW_SHAPE, dtype, lambda: launcher(dy, a, b, profile=profile), eager,
+    return Bench(op, shape, dtype, lambda: launcher(dy, a, b, profile=profile), eager,
                  _nbytes(dy, a, b, a, b), args=(dy, a, b))
 
 
-def _fused_add_rms_norm(op, dtype, profile) -> Bench:
+def _fused_add_rms_norm(op, dtype, profile, shape) -> Bench:
     from kernels.fused_add_rms_norm import fused_add_rms_norm, fused_add_rms_norm_backward
     F = torch.nn.functional
-    n = ROW_SHAPE[1]
-    x = _randn(ROW_SHAPE, dtype)
-    r, w = _randn(ROW_SHAPE, dtype, 1), _randn((n,), dtype, 3)
+    n = shape[1]
+    x = _randn(shape, dtype)
+    r, w = _randn(shape, dtype, 1), _randn((n,), dtype, 3)
     if op == "fused_add_rms_norm":
         def eager():
             h = x + r
             return F.rms_norm(h, (n,), w, EPS), h
-        return Bench(op, ROW_SHAPE, dtype,
+        return Bench(op, shape, dtype,
                      lambda: fused_add_rms_norm(x, r, w, EPS, profile=profile), eager,
                      _nbytes(x, r, x, x), args=(x, r, w, EPS))
     _, h, rstd = fused_add_rms_norm(x, r, w, EPS, profile=profile)
-    dy, dh_out = _randn(ROW_SHAPE, dtype, 1), _randn(ROW_SHAPE, dtype, 2)
+    dy, dh_out = _randn(shape, dtype, 1), _randn(shape, dtype, 2)
     ht, wt = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
 
     def eager():
         dh, dw = torch.autograd.grad(F.rms_norm(ht, (n,), wt, EPS), (ht, wt), dy)
         return dh + dh_out, dw
     # read dy, dh_out and h, write dh (dx and dresidual are one tensor)
-    return Bench(op, ROW_SHAPE, dtype,
+    return Bench(op, shape, dtype,
                  lambda: fused_add_rms_norm_backward(dy, dh_out, h, w, rstd, profile=profile),
                  eager, _nbytes(dy, dh_out, h, h), args=(dy, dh_out, h, w, rstd))
 
 
-def llm_bench(op: str, dtype, profile) -> Bench:
+def llm_bench(op: str, dtype, profile, small: bool = False) -> Bench:
+    """The bench of ``op`` at the shapes above (``small``: the SMALL_ ones)."""
+    rows = SMALL_ROW_SHAPE if small else ROW_SHAPE
     if op == "cross_entropy":
-        return _cross_entropy(dtype, profile)
+        return _cross_entropy(dtype, profile, SMALL_CE_SHAPE if small else CE_SHAPE)
     if op == "fused_linear_cross_entropy":
-        return _fused_linear_cross_entropy(dtype, profile)
+        return _fused_linear_cross_entropy(dtype, profile,
+                                           SMALL_FLCE_SHAPE if small else FLCE_SHAPE)
     if op.startswith("rope"):
-        return _rope(op, dtype, profile)
+        return _rope(op, dtype, profile, rows)
     if op.startswith(("swiglu", "geglu")):
-        return _glu(op, dtype, profile)
+        return _glu(op, dtype, profile, rows)
     if op.startswith("fused_add_rms_norm"):
-        return _fused_add_rms_norm(op, dtype, profile)
+        return _fused_add_rms_norm(op, dtype, profile, rows)
     raise KeyError(op)
 
 
