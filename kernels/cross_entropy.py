@@ -40,7 +40,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import launch, launch_plan
+from .fast_launch import PassedChecks, launch, launch_plan, signature
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.int32, torch.int64)
@@ -268,6 +268,10 @@ def _fused_rows(profile: Profile, n_rows: int, block_v: int, acc: torch.dtype) -
     return max(1, min(by_size, 1 << (per_unit.bit_length() - 1)))
 
 
+#: Inputs (signature and reduction) that passed :func:`_check`, per profile
+_CHECKS = PassedChecks()
+
+
 def _check(op, logits, labels, reduction, profile) -> None:
     check_inputs(op, profile, DTYPES, logits=logits)
     if not isinstance(labels, torch.Tensor) or labels.dtype not in LABEL_DTYPES:
@@ -307,7 +311,8 @@ def cross_entropy_tiled(logits: torch.Tensor, labels: torch.Tensor, *, ignore_in
 def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, tiled: bool,
                    profile: Profile):
     op = "cross_entropy"
-    _check(op, logits, labels, reduction, profile)
+    _CHECKS.checked(profile, (reduction, signature(logits, labels)), logits, _check, op,
+                    logits, labels, reduction, profile)
     if not 0.0 <= float(label_smoothing) <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
     # The kernels take pointers and (n_rows, n_cols): every tensor keeps the caller's shape.

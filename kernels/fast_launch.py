@@ -282,6 +282,19 @@ class PassedChecks:
             self._table[(id(profile), key)] = (profile, value)
         return value
 
+    def checked(self, profile: Profile, key: tuple, tensor, check, *args):
+        """``check(*args)``'s value (True where it returns None), run only where nothing is
+        remembered for ``profile`` and ``key``; once it passes, remembered if ``tensor``
+        (one of the checked inputs) is on a CUDA device, as :meth:`remember` does."""
+        try:
+            hit = self.get(profile, key)
+        except TypeError:  # an unhashable option: checked on every call (the check names it)
+            hit, key = None, (None,)
+        if hit is None:
+            value = check(*args)
+            hit = self.remember(profile, key, tensor.device, True if value is None else value)
+        return hit
+
     def clear(self) -> None:
         self._table.clear()
 

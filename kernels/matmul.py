@@ -478,10 +478,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
     ``input_precision`` of float32 dots: "tf32" or "ieee"; None: tf32 where the profile's
     tensor cores run it (``dtypes.tf32``), else ieee."""
-    key = (input_precision, signature(a, b))
-    if _CHECKS.get(profile, key) is None:
-        _check(a, b, input_precision, profile)
-        _CHECKS.remember(profile, key, a.device, True)
+    _CHECKS.checked(profile, (input_precision, signature(a, b)), a, _check, a, b,
+                    input_precision, profile)
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), dtype=a.dtype, device=a.device)

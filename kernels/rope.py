@@ -30,7 +30,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
-from .fast_launch import launch, launch_plan
+from .fast_launch import PassedChecks, launch, launch_plan, signature
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 TABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -141,6 +141,10 @@ def _tile(profile: Profile, dtype: torch.dtype, n_heads: int, width: int) -> tup
     return block_h, block_p
 
 
+#: Inputs (signature, offset and rotary dim) that passed :func:`_check`, per profile
+_CHECKS = PassedChecks()
+
+
 def _check(op: str, x, cos, sin, offset: int, rotary_dim: int | None, profile: Profile) -> int:
     """The rotary dim R, after checking shapes and options."""
     check_inputs(op, profile, DTYPES, x=x)
@@ -168,7 +172,8 @@ def _check(op: str, x, cos, sin, offset: int, rotary_dim: int | None, profile: P
 
 def _apply(op: str, x, cos, sin, offset: int, interleaved: bool, rotary_dim, backward: bool,
            profile: Profile) -> torch.Tensor:
-    rotary = _check(op, x, cos, sin, offset, rotary_dim, profile)
+    rotary = _CHECKS.checked(profile, (op, offset, rotary_dim, signature(x, cos, sin)), x,
+                             _check, op, x, cos, sin, offset, rotary_dim, profile)
     x = x.contiguous()
     y = torch.empty_like(x)
     seq_len, n_heads, head_dim = x.shape[-3:]
