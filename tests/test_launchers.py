@@ -410,7 +410,9 @@ def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
     assert len(tma) == len(SM90.autotune_configs("matmul_tma"))
     for l in tma:
         m, n, k = (l.kwargs[f"BLOCK_SIZE_{d}"] for d in "MNK")
-        assert [list(d.block_shape) for d in l.args[:3]] == [[m, k], [k, n], [m, n]]
+        c_tile = [m, n // l.kwargs.get("C_SPLIT", 1)]  # C stored in C_SPLIT column pieces
+        assert [list(d.block_shape) for d in l.args[:3]] == [[m, k], [k, n], c_tile]
+    assert any(l.kwargs.get("C_SPLIT") == 2 for l in tma)
     # float32 (tf32) reads B K-major, [n, k] tiles, and stores C through a pointer; configs
     # whose tiles overflow shared memory in float32 are pruned
     a = torch.empty(512, 512, dtype=torch.float32, device="meta")
