@@ -40,7 +40,7 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import PassedChecks, launch, launch_plan, signature
+from .fast_launch import PassedChecks, PlannedLaunch, launch, launch_plan, signature
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.int32, torch.int64)
@@ -330,24 +330,32 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
         if reduction != "none":
             out.fill_(float("nan") if mean else 0.0)
         return out, dx
-    kernel, grid, meta, single = _plan(profile, n_rows, n_cols, logits.dtype, tiled,
-                                       float(label_smoothing) > 0)
+    count, loss, total = _plan(profile, n_rows, n_cols, logits.dtype, tiled,
+                               float(label_smoothing) > 0, mean)
     if mean:
-        launch(_count_valid_kernel, (1,), y, n_valid, n_rows, int(ignore_index), **single)
-    launch(kernel, grid, x, y, losses, dx, n_valid, n_rows, n_cols, int(ignore_index),
-           float(label_smoothing), MEAN=mean, **meta)
+        count(y, n_valid, n_rows, int(ignore_index))
+    loss(x, y, losses, dx, n_valid, n_rows, n_cols, int(ignore_index), float(label_smoothing))
     if reduction != "none":
-        launch(_sum_losses_kernel, (1,), losses, n_valid, out, n_rows, MEAN=mean, **single)
+        total(losses, n_valid, out, n_rows)
     return out, dx
 
 
 @launch_plan
 def _plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled: bool,
-          smoothing: bool) -> tuple:
-    """(kernel, grid, constexprs and options from the profile) of the loss kernel over
-    logits of ``dtype``, and the block and num_warps of the one-program count and sum."""
+          smoothing: bool, mean: bool) -> tuple[PlannedLaunch, PlannedLaunch, PlannedLaunch]:
+    """The launches of a call: the one-program count of valid labels, the loss kernel over
+    logits of ``dtype``, and the one-program sum of the losses."""
+    loss, grid, meta = _loss_launch(profile, n_rows, n_cols, dtype, tiled, smoothing)
     small = profile.elementwise_block(torch.float32)
     single = dict(BLOCK=small, num_warps=profile.num_warps_for(small))
+    return (PlannedLaunch(_count_valid_kernel, (1,), **single),
+            PlannedLaunch(loss, grid, MEAN=mean, **meta),
+            PlannedLaunch(_sum_losses_kernel, (1,), MEAN=mean, **single))
+
+
+def _loss_launch(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled: bool,
+                 smoothing: bool) -> tuple:
+    """(kernel, grid, constexprs and options from the profile) of the loss kernel."""
     meta = dict(SELECT_LOADS=profile.select_loads, ACC_DTYPE=_acc(dtype))
     loss_dtype = _loss_dtype(dtype)
     max_fused = profile.max_fused_elements(loss_dtype)  # a held row is float32 (float64)
@@ -357,7 +365,7 @@ def _plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled:
         grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
         return _ce_fused_kernel, grid, dict(
             meta, BLOCK_M=block_m, BLOCK_V=block_v, GRID_STRIDE=grid_stride,
-            num_warps=profile.num_warps_for(block_m * block_v, dtype)), single
+            num_warps=profile.num_warps_for(block_m * block_v, dtype))
     # a tile of MAX_FUSED_SIZE; with label smoothing the pass holds a second tile of
     # temporaries (the terms of the row's sum of x), and half the fused size keeps it
     # within MAX_FUSED_SIZE's budget (a 4096-element float32 tile with the label's pick
@@ -367,7 +375,7 @@ def _plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled:
     block_v = min(block_v, max(1, max_fused // 2 if smoothing else max_fused))
     return _ce_tiled_kernel, (profile.capped_grid(n_rows),), dict(
         meta, BLOCK_V=block_v, HAS_SMOOTHING=smoothing,
-        num_warps=profile.num_warps_for(block_v, dtype)), single
+        num_warps=profile.num_warps_for(block_v, dtype))
 
 
 def scale_gradient(dlogits: torch.Tensor, grad_loss: torch.Tensor, *, profile: Profile):
