@@ -31,15 +31,14 @@ def main(argv=None) -> int:
     from tabulate import tabulate
     from triton.testing import do_bench, do_bench_cudagraph
 
-    from benchmarks import attention_cases, cases, llm_cases
+    from benchmarks import all_ops, attention_cases, cases, llm_cases
     from triton_cts import adapters
     from triton_cts.profiles import load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--op", action="append",
-                        choices=(*cases.MEMORY_OPS, "matmul", *llm_cases.LLM_OPS,
-                                 *attention_cases.ATTENTION_OPS))
+                        choices=all_ops())
     parser.add_argument("--dtype", action="append", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--profile", help="profile name (default: the attached device's)")
     parser.add_argument("--library", action="append", default=[],
@@ -62,8 +61,7 @@ def main(argv=None) -> int:
     if args.profile and args.profile not in profiles:
         parser.error(f"unknown profile '{args.profile}'; known: {', '.join(sorted(profiles))}")
     profile = profiles[args.profile] if args.profile else match_device(device, profiles)
-    ops = args.op or [*cases.MEMORY_OPS, "matmul", *llm_cases.LLM_OPS,
-                      *attention_cases.ATTENTION_OPS]
+    ops = args.op or list(all_ops())
     dtypes = [getattr(torch, d) for d in (args.dtype or ["bfloat16", "float32"])]
 
     copy_gbs = measured_copy_gbs()

@@ -23,6 +23,8 @@ import time
 
 import torch
 
+from benchmarks import all_ops
+
 SHAPE = (8, 1024)
 MATMUL_SIZE = 256
 
@@ -64,12 +66,7 @@ def per_call_us(fn, calls: int) -> float:
     return best
 
 
-def _all_ops() -> tuple[str, ...]:
-    from benchmarks import attention_cases, cases, llm_cases
-    return (*cases.MEMORY_OPS, "matmul", *llm_cases.LLM_OPS, *attention_cases.ATTENTION_OPS)
-
-
-ALL_OPS = _all_ops()
+ALL_OPS = all_ops()
 
 
 def main(argv=None) -> int:
@@ -102,7 +99,8 @@ def main(argv=None) -> int:
         finally:
             JITFunction.run, fast_launch._run_compiled = real_run, real_direct
         theirs = per_call_us(bench.torch_eager, args.calls)
-        rows.append([label(bench), f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}", f"{theirs:.1f}"])
+        rows.append([label(bench), f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}",
+                     f"{theirs:.1f}"])
         print(" | ".join(rows[-1]), flush=True)
     print(f"profile {profile.name}, {args.dtype}, small shapes, mean of {args.calls} calls, "
           f"fastest of {ROUNDS} rounds")

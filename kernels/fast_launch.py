@@ -15,8 +15,9 @@ kept after its first call, and later calls launch the picked config the same way
 
 Triton's own path is kept wherever the shortcut could differ from it: in the interpreter,
 while launches are captured for cross-compilation, under a launch hook (profilers), for
-callable grids (outside :func:`tuned_launch`) and argument types the key does not model. Launches the suites record (launch coverage, grid checks) are recorded
-on both paths alike. ``TRITON_CTS_DIRECT_LAUNCH=0`` turns the shortcut off (every launch
+callable grids (outside :func:`tuned_launch`) and argument types the key does not model.
+Launches the suites record (launch coverage, grid checks) are recorded on both paths
+alike. ``TRITON_CTS_DIRECT_LAUNCH=0`` turns the shortcut off (every launch
 through Triton), to tell whether a result depends on it.
 """
 from __future__ import annotations
