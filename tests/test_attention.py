@@ -18,6 +18,7 @@ from triton_cts.targets import CheckTarget
 from tests.test_adapters import fake_libs  # noqa: F401 - the stand-in libraries' fixture
 
 import kernels.attention as ka
+from kernels.attention.plan import _config, _fwd_need
 
 SM90 = load_profiles()["nvidia-sm90"]
 #: 16 x 16 tiles: a few dozen keys span several blocks; select loads as on SIMD NPUs
@@ -120,8 +121,8 @@ def test_a_wrong_head_mapping_is_caught():
 
 def test_configs_fit_shared_memory_and_tables_are_validated():
     sm120 = load_profiles()["nvidia-sm120"]
-    pick = lambda dtype, d: ka._config(sm120, "attention", dtype, d, ka._fwd_need)  # noqa: E731
-    assert ka._fwd_need(pick(torch.bfloat16, 128), 2, 128) <= 101376
+    pick = lambda dtype, d: _config(sm120, "attention", dtype, d, _fwd_need)  # noqa: E731
+    assert _fwd_need(pick(torch.bfloat16, 128), 2, 128) <= 101376
     assert pick(torch.float32, 256)["BLOCK_M"] < pick(torch.bfloat16, 128)["BLOCK_M"]
     with pytest.raises(ProfileError, match=r"autotune.attention\[0\].BLOCK_N.*power of two"):
         SM90.derive(**{"autotune.attention": [{"BLOCK_M": 64, "BLOCK_N": 24}]})

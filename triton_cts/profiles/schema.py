@@ -484,7 +484,7 @@ def _check_consistency(d: dict, source: str) -> None:
             if cfg.get("num_warps", 1) > lim["max_num_warps"]:
                 raise ProfileError(source, f"{where}[{i}].num_warps",
                                    f"exceeds limits.max_num_warps = {lim['max_num_warps']}")
-            for k in ATTENTION_TILES.get(op, ()):  # kernels/attention.py reads these
+            for k in ATTENTION_TILES.get(op, ()):  # kernels/attention/ reads these
                 if not (_is_pow2(cfg.get(k)) and cfg[k] >= 16):
                     raise ProfileError(source, f"{where}[{i}].{k}", "expected a power of two "
                                        f">= 16 (the smallest tl.dot), got {cfg.get(k)!r}")
