@@ -388,38 +388,56 @@ def test_matmul_checks_once_per_signature_and_still_rejects_bad_inputs(
     assert len(calls) == 5
 
 
-@pytest.mark.parametrize("op", ["cross_entropy", "rope"])
+@pytest.mark.parametrize("op", ["cross_entropy", "rope", "attention", "attention_backward"])
 def test_llm_launchers_check_once_per_signature_and_still_reject_bad_inputs(
         op, cpu_checks_remembered, monkeypatch):
-    """Cross-entropy and RoPE remember what passed their checks as matmul does: a second
-    call with the same signature and options skips them, anything else is checked."""
+    """Cross-entropy, RoPE and attention (forward and backward) remember what passed their
+    checks as matmul does: a second call with the same signature and options skips them,
+    anything else is checked."""
+    import kernels.attention as attention
+    import kernels.attention.plan as attention_plan
     import kernels.cross_entropy as ce
     import kernels.rope as rope
-    from triton_cts.execution.input_checks import ShapeMismatchError
+    from triton_cts.execution.input_checks import ShapeMismatchError, UnsupportedDtypeError
     from triton_cts.ops.rope import make_tables
     profile = load_profiles()["nvidia-sm90"]
-    module = ce if op == "cross_entropy" else rope
+    module = {"cross_entropy": ce, "rope": rope}.get(op, attention_plan)
     calls = []
     real = module._check
-    monkeypatch.setattr(module, "_check", lambda *a: (calls.append(a[0]), real(*a))[1])
+    monkeypatch.setattr(module, "_check",
+                        lambda *a, **kw: (calls.append(a[0]), real(*a, **kw))[1])
     g = torch.Generator().manual_seed(0)
     if op == "cross_entropy":
         x, y = torch.randn(4, 40, generator=g), torch.randint(0, 40, (4,), generator=g)
         call = lambda x=x, y=y, **kw: ce.cross_entropy(x, y, profile=profile, **kw)  # noqa: E731
         bad = [(ShapeMismatchError, dict(y=y[:3])), (ValueError, dict(reduction="avg")),
                (ValueError, dict(reduction=["mean"]))]
-    else:
+    elif op == "rope":
         x = torch.randn(1, 6, 2, 16, generator=g)
         cos, sin = make_tables(6, 16, torch.float32, "cpu")
         call = lambda x=x, **kw: rope.rope(x, cos, sin, profile=profile, **kw)  # noqa: E731
         bad = [(ShapeMismatchError, dict(x=x[..., :8])), (ShapeMismatchError, dict(offset=1)),
                (ShapeMismatchError, dict(rotary_dim=6))]
+    else:
+        x, k, v, do = (torch.randn(1, 2, 24, 16, generator=g) for _ in range(4))
+
+        def call(x=x, k=k, v=v, **kw):
+            if op == "attention":
+                return attention.attention_forward(x, k, v, profile=profile, **kw)
+            return attention.attention_backward(x, k, v, kw.pop("do", do), profile=profile,
+                                                **kw)
+        bad = [(ShapeMismatchError, dict(k=k[..., :8], v=v[..., :8])),
+               (UnsupportedDtypeError, dict(v=v.double())),
+               (ValueError, dict(causal_offset=1)),
+               (ShapeMismatchError, dict(x=x[:, :1]) if op == "attention" else
+                dict(do=do[:, :, :7]))]
     first = call()
+    checked = len(calls)  # the backward checks its forward's inputs too
     again = call(x=x.clone())
-    assert len(calls) == 1, "a remembered signature was checked again"
+    assert len(calls) == checked, "a remembered signature was checked again"
     for got, want in zip(again, first):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     for error, kwargs in bad:
         with pytest.raises(error):
             call(**kwargs)
-    assert len(calls) == 1 + len(bad)
+    assert len(calls) == checked + len(bad)

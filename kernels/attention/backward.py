@@ -6,11 +6,11 @@ import torch
 import triton
 import triton.language as tl
 
-from ..fast_launch import launch
+from ..fast_launch import PlannedLaunch, launch_plan
 from ..grid_stride import block_range, launch_grid
 from triton_cts.profiles import Profile, cdiv
 from .forward import attention_forward
-from .plan import LOG2E, _bwd_need, _check, _common, _config, _launch_options
+from .plan import LOG2E, _bwd_need, _common, _config, _launch_options, checked_shapes
 from .tiles import _key_blocks, _row_stats, _tile, _visible
 
 
@@ -226,34 +226,45 @@ def _attn_bwd_dq(
 
 def attention_backward_from_saved(q, k, v, o, lse, do, causal, scale, causal_offset, profile):
     """(dq, dk, dv) from the forward's o and lse (what autograd saves)."""
-    B, H, H_kv, Sq, Sk, D = _check(q, k, v, causal, causal_offset, profile,
-                                   "attention_backward", do=do)
+    B, H, H_kv, Sq, Sk, D = checked_shapes(q, k, v, causal, causal_offset, profile,
+                                           "attention_backward", do=do)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
     if dq.numel() == 0 or dk.numel() == 0:  # no query or no key: nothing flows
         return dq.zero_(), dk.zero_(), dv.zero_()
-    shape_kw, kw = _common(q, profile, causal, D)
-    cfg = _config(profile, "attention_backward", q.dtype, shape_kw["BLOCK_D"], _bwd_need)
-    options = _launch_options(cfg)
+    delta_launch, dkdv_launch, dq_launch, tiles, kv_tiles = _plan(
+        profile, q.dtype, B, H, H_kv, Sq, Sk, D, bool(causal))
     delta = torch.empty((B * H, Sq), dtype=lse.dtype, device=q.device)
+    delta_launch(o, do, delta, *o.stride(), *do.stride(), H, Sq, D, tiles)
+    common = (scale * LOG2E, scale, int(causal_offset))
+    dkdv_launch(q, k, v, do, dk, dv, lse, delta, *q.stride(), *k.stride(), *v.stride(),
+                *do.stride(), *dk.stride(), H_kv, H // H_kv, Sq, Sk, D, kv_tiles, *common)
+    dq_launch(q, k, v, do, dq, lse, delta, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
+              *dq.stride(), H, H // H_kv, Sq, Sk, D, tiles, *common)
+    return dq, dk, dv
+
+
+@launch_plan
+def _plan(profile: Profile, dtype: torch.dtype, B: int, H: int, H_kv: int, Sq: int, Sk: int,
+          D: int, causal: bool) -> tuple[PlannedLaunch, PlannedLaunch, PlannedLaunch, int, int]:
+    """The three launches of the backward (delta and dq over query tiles of BLOCK_M2 rows,
+    dk/dv over key tiles of BLOCK_N1 keys; tiles from the profile's first config that
+    fits) and the numbers of query and key tiles."""
+    shape_kw, kw = _common(dtype, profile, causal, D)
+    cfg = _config(profile, "attention_backward", dtype, shape_kw["BLOCK_D"], _bwd_need)
+    options = _launch_options(cfg)
     tiles = B * H * cdiv(Sq, cfg["BLOCK_M2"])
     grid, stride = launch_grid(profile, tiles)
-    launch(_attn_bwd_delta, grid, o, do, delta, *o.stride(), *do.stride(), H, Sq, D, tiles,
-           BLOCK_M=cfg["BLOCK_M2"], GRID_STRIDE=stride, **shape_kw, **options)
-    common = (scale * LOG2E, scale, int(causal_offset))
     kv_tiles = B * H_kv * cdiv(Sk, cfg["BLOCK_N1"])
     kv_grid, kv_stride = launch_grid(profile, kv_tiles)
-    launch(_attn_bwd_dkdv, kv_grid,
-        q, k, v, do, dk, dv, lse, delta, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-        *dk.stride(), H_kv, H // H_kv, Sq, Sk, D, kv_tiles, *common,
-        BLOCK_M=cfg["BLOCK_M1"], BLOCK_N=cfg["BLOCK_N1"], GRID_STRIDE=kv_stride, **shape_kw,
-        **kw, **options)
-    launch(_attn_bwd_dq, grid,
-        q, k, v, do, dq, lse, delta, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-        *dq.stride(), H, H // H_kv, Sq, Sk, D, tiles, *common,
-        BLOCK_M=cfg["BLOCK_M2"], BLOCK_N=cfg["BLOCK_N2"], GRID_STRIDE=stride, **shape_kw,
-        **kw, **options)
-    return dq, dk, dv
+    return (PlannedLaunch(_attn_bwd_delta, grid, BLOCK_M=cfg["BLOCK_M2"], GRID_STRIDE=stride,
+                          **shape_kw, **options),
+            PlannedLaunch(_attn_bwd_dkdv, kv_grid, BLOCK_M=cfg["BLOCK_M1"],
+                          BLOCK_N=cfg["BLOCK_N1"], GRID_STRIDE=kv_stride, **shape_kw, **kw,
+                          **options),
+            PlannedLaunch(_attn_bwd_dq, grid, BLOCK_M=cfg["BLOCK_M2"], BLOCK_N=cfg["BLOCK_N2"],
+                          GRID_STRIDE=stride, **shape_kw, **kw, **options),
+            tiles, kv_tiles)
 
 
 def attention_backward(q, k, v, do, *, causal: bool = False, scale: float | None = None,

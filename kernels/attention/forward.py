@@ -6,10 +6,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ..fast_launch import launch
+from ..fast_launch import PlannedLaunch, launch_plan
 from ..grid_stride import block_range, launch_grid
 from triton_cts.profiles import Profile, cdiv
-from .plan import LOG2E, _check, _common, _config, _fwd_need, _launch_options
+from .plan import LOG2E, _common, _config, _fwd_need, _launch_options, checked_shapes
 from .tiles import _key_blocks, _tile, _visible
 
 
@@ -114,23 +114,30 @@ def attention_forward(q, k, v, *, causal: bool = False, scale: float | None = No
                       causal_offset: int = 0, profile: Profile):
     """(o, lse): the output in q's dtype and each row's base-2 log-sum-exp of the scaled
     scores, [B * H, Sq] float32 (float64 inputs: float64; +inf for a row seeing no key)."""
-    B, H, H_kv, Sq, Sk, D = _check(q, k, v, causal, causal_offset, profile)
+    B, H, H_kv, Sq, Sk, D = checked_shapes(q, k, v, causal, causal_offset, profile)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     o = torch.empty((B, H, Sq, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B * H, Sq), device=q.device,
                       dtype=torch.float64 if q.dtype == torch.float64 else torch.float32)
     if o.numel() == 0 or Sk == 0:  # no key: every row attends to nothing
         return o.zero_(), lse.fill_(float("inf"))
-    shape_kw, kw = _common(q, profile, causal, D)
-    cfg = _config(profile, "attention", q.dtype, shape_kw["BLOCK_D"], _fwd_need)
+    fwd, tiles = _plan(profile, q.dtype, B, H, Sq, D, bool(causal))
+    fwd(q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        H, H // H_kv, Sq, Sk, D, tiles, scale * LOG2E, int(causal_offset))
+    return o, lse
+
+
+@launch_plan
+def _plan(profile: Profile, dtype: torch.dtype, B: int, H: int, Sq: int, D: int,
+          causal: bool) -> tuple[PlannedLaunch, int]:
+    """The forward's launch (tiles from the profile's first config that fits) and its
+    number of query tiles, B * H * cdiv(Sq, BLOCK_M)."""
+    shape_kw, kw = _common(dtype, profile, causal, D)
+    cfg = _config(profile, "attention", dtype, shape_kw["BLOCK_D"], _fwd_need)
     tiles = B * H * cdiv(Sq, cfg["BLOCK_M"])
     grid, stride = launch_grid(profile, tiles)
-    launch(_attn_fwd, grid,
-        q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        H, H // H_kv, Sq, Sk, D, tiles, scale * LOG2E, int(causal_offset),
-        BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], GRID_STRIDE=stride,
-        **shape_kw, **kw, **_launch_options(cfg))
-    return o, lse
+    return PlannedLaunch(_attn_fwd, grid, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                         GRID_STRIDE=stride, **shape_kw, **kw, **_launch_options(cfg)), tiles
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None,

@@ -1,11 +1,12 @@
-"""Host side of the attention launchers: input checks, and the profile's tile configs with
-the shared-memory estimate that picks among them."""
+"""Host side of the attention launchers: input checks (remembered per input signature), and
+the profile's tile configs with the shared-memory estimate that picks among them."""
 import torch
 
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
 from triton_cts.ops.attention import MAX_HEAD_DIM
 from triton_cts.profiles import Profile, next_power_of_2
+from ..fast_launch import PassedChecks, signature
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: 1 / ln(2): scores are exponentiated in base 2.
@@ -80,11 +81,23 @@ def _check(q, k, v, causal, causal_offset, profile, op="attention", **more):
     return B, H, H_kv, Sq, Sk, D
 
 
-def _common(q, profile, causal, D):
+#: Shapes of inputs that passed :func:`_check`, per profile, options and signature.
+_CHECKS = PassedChecks()
+
+
+def checked_shapes(q, k, v, causal, causal_offset, profile, op="attention", **more):
+    """:func:`_check`'s (B, H, H_kv, Sq, Sk, D), checked once per profile, op, options and
+    input signature on a GPU (every call elsewhere)."""
+    key = (op, causal, causal_offset, signature(q, k, v, *more.values()))
+    return _CHECKS.checked(profile, key, q,
+                           lambda: _check(q, k, v, causal, causal_offset, profile, op, **more))
+
+
+def _common(dtype, profile, causal, D):
     """Keyword arguments every kernel takes."""
     block_d = max(16, next_power_of_2(D))
     # float32 dots are IEEE even with tf32 (unlike matmul), as in torch: softmax turns a
     # score's tf32 error (2^-11 of a few hundred) into 30% of an output (H100, wide_range)
     return dict(SELECT_LOADS=profile.select_loads, BLOCK_D=block_d, EVEN_D=D == block_d), \
-        dict(CAUSAL=bool(causal), FP64=q.dtype == torch.float64, INPUT_PRECISION="ieee")
+        dict(CAUSAL=bool(causal), FP64=dtype == torch.float64, INPUT_PRECISION="ieee")
 
