@@ -1,4 +1,4 @@
-"""python -m benchmarks.sweep --op OP [--dtype D] [--shape MxN] --set FIELD=VALUE [--set ...]
+"""python -m benchmarks.sweep --op OP [--dtype D] [--shape MxN | --size N] --set FIELD=VALUE ...
 
 Times the reference kernels under variants of the attached device's profile, to choose
 the profile's launch constants from measurements: every combination of the --set values
@@ -11,6 +11,13 @@ shape) marked with '*'.
 
     python -m benchmarks.sweep --op layer_norm --dtype bfloat16 \\
         --set launch.max_fused_size_bytes=32768 --set launch.max_fused_size_bytes=65536
+
+``--op matmul`` times N x N x N products (``--size``, default the benchmark's sizes) and
+reports TFLOP/s; a setting is a whole config list, e.g. ``--set 'autotune.matmul_tma=[{
+"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8,
+"num_warps": 8, "num_stages": 3}]'``. A compute-bound kernel's speed follows the GPU's
+clock, which drifts as a sweep heats it, so torch.matmul is timed right after each
+setting and each setting is compared with its own torch time.
 """
 from __future__ import annotations
 
@@ -47,6 +54,30 @@ def parse_shape(text: str) -> tuple[int, int]:
     return m, n
 
 
+def sweep_cases(ops, shapes, sizes) -> list[tuple[str, tuple[int, ...]]]:
+    """(op, shape) pairs to time: memory-bound ops at ``shapes`` (default the benchmark's
+    MxN shapes), matmul at ``sizes`` (N x N x N; default the benchmark's sizes)."""
+    from benchmarks import cases
+    out = []
+    for op in ops:
+        if op == "matmul":
+            out += [(op, (n,)) for n in sizes or cases.MATMUL_SIZES]
+        else:
+            out += [(op, tuple(shape)) for shape in shapes or cases.MEMORY_SHAPES]
+    return out
+
+
+def parse_size(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"a matmul size is a positive integer N (N x N x N); "
+                                         f"got '{text}'")
+    return n
+
+
 def main(argv=None) -> int:
     from tabulate import tabulate
     from triton.runtime.errors import OutOfResources
@@ -71,10 +102,13 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--op", action="append", required=True, choices=cases.MEMORY_OPS)
+    parser.add_argument("--op", action="append", required=True,
+                        choices=cases.MEMORY_OPS + ("matmul",))
     parser.add_argument("--dtype", action="append", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--shape", action="append", type=parse_shape,
                         help="MxN (repeatable; default: the benchmark shapes)")
+    parser.add_argument("--size", action="append", type=parse_size,
+                        help="matmul N (N x N x N; repeatable; default: the benchmark sizes)")
     parser.add_argument("--set", action="append", default=[], dest="settings",
                         metavar="FIELD=VALUE", help="a profile field value to try (repeatable)")
     parser.add_argument("--profile", help="profile name (default: the attached device's)")
@@ -103,43 +137,65 @@ def main(argv=None) -> int:
     copy_gbs = measured_copy_gbs()
     dtypes = [getattr(torch, d) for d in (args.dtype or ["bfloat16", "float32"])]
     rows, records = [], []
-    for op, dtype, shape in itertools.product(args.op, dtypes, args.shape or cases.MEMORY_SHAPES):
+
+    def benches(op, shape, dtype, profile):
+        """One bench (matmul float32: one per input precision the profile runs)."""
+        if op == "matmul":
+            return cases.matmul(shape[0], dtype, profile)
+        return [cases.memory_bound(op, shape, dtype, profile)]
+
+    for (op, shape), dtype in itertools.product(sweep_cases(args.op, args.shape, args.size),
+                                                dtypes):
         torch.manual_seed(0)
-        eager = cases.memory_bound(op, shape, dtype, base)
-        torch_ms = kernel_ms(eager.torch_eager)
+        eager = benches(op, shape, dtype, base)
+        torch_ms = [kernel_ms(b.torch_eager) for b in eager]
+        del eager
         group = []
         for changes, profile in variants:
             torch.manual_seed(0)
-            bench = cases.memory_bound(op, shape, dtype, profile)
-            record = {"op": op, "dtype": str(dtype).removeprefix("torch."),
-                      "shape": "x".join(map(str, shape)), "setting": changes,
-                      "torch_ms": torch_ms}
-            try:
-                ms = kernel_ms(bench.ours)
-            except OutOfResources as exc:  # a setting the device refuses is a result too
-                record["refused"] = str(exc)
-            else:
-                gbs = bench.bytes / (ms * 1e-3) / 1e9
-                record.update(ms=ms, gbs=gbs, pct_copy=100 * gbs / copy_gbs,
-                              speedup=torch_ms / ms)
-            group.append(record)
-            del bench
+            for i, bench in enumerate(benches(op, shape, dtype, profile)):
+                record = {"op": op, "dtype": str(dtype).removeprefix("torch."),
+                          "shape": "x".join(map(str, bench.shape)), "setting": changes,
+                          "precision": bench.precision}
+                try:
+                    ms = kernel_ms(bench.ours)
+                except OutOfResources as exc:  # a setting the device refuses is a result too
+                    record["refused"] = str(exc)
+                else:
+                    # compute-bound: torch timed right after (the clock drifts as it heats)
+                    record["torch_ms"] = (kernel_ms(bench.torch_eager) if bench.flops
+                                          else torch_ms[i])
+                    record.update(ms=ms, speedup=record["torch_ms"] / ms)
+                    if bench.flops:
+                        record["tflops"] = bench.flops / (ms * 1e-3) / 1e12
+                    else:
+                        gbs = bench.bytes / (ms * 1e-3) / 1e9
+                        record.update(gbs=gbs, pct_copy=100 * gbs / copy_gbs)
+                group.append(record)
             torch.cuda.empty_cache()
-        ran = [r for r in group if "ms" in r]
-        best = min(ran, key=lambda r: r["ms"]) if ran else None
-        for r in group:
-            setting = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["setting"].items())
-            label = (setting or "(profile)") + (" *" if r is best else "")
-            if "ms" in r:
-                rows.append([r["op"], r["dtype"], r["shape"], label, f"{r['ms']:.3f}",
-                             f"{r['gbs']:.0f}", f"{r['pct_copy']:.0f}", f"{r['speedup']:.2f}x"])
-            else:
-                rows.append([r["op"], r["dtype"], r["shape"], label, "refused: out of resources",
-                             "", "", ""])
-            print(" | ".join(map(str, rows[-1])), flush=True)  # progress, for long sweeps
+        for precision in dict.fromkeys(r["precision"] for r in group):
+            same = [r for r in group if r["precision"] == precision]
+            ran = [r for r in same if "ms" in r]
+            best = max(ran, key=lambda r: r["speedup"] if "tflops" in r else -r["ms"],
+                       default=None)
+            for r in same:
+                setting = ", ".join(f"{k}={json.dumps(v)}" for k, v in r["setting"].items())
+                label = (setting or "(profile)") + (" *" if r is best else "")
+                dtype_name = r["dtype"] + (f" ({r['precision']})" if r["precision"] else "")
+                if "tflops" in r:
+                    rate, pct = f"{r['tflops']:.0f} TFLOP/s", ""
+                elif "ms" in r:
+                    rate, pct = f"{r['gbs']:.0f} GB/s", f"{r['pct_copy']:.0f}"
+                if "ms" in r:
+                    rows.append([r["op"], dtype_name, r["shape"], label, f"{r['ms']:.3f}", rate,
+                                 pct, f"{r['speedup']:.2f}x"])
+                else:
+                    rows.append([r["op"], dtype_name, r["shape"], label,
+                                 "refused: out of resources", "", "", ""])
+                print(" | ".join(map(str, rows[-1])), flush=True)  # progress, for long sweeps
         records += group
     print(f"device: {device.name} -> profile {base.name}; measured copy {copy_gbs:.0f} GB/s")
-    print(tabulate(rows, headers=["op", "dtype", "shape", "setting", "ms", "GB/s", "% copy",
+    print(tabulate(rows, headers=["op", "dtype", "shape", "setting", "ms", "rate", "% copy",
                                   "vs torch"]))
     if args.json:
         with open(args.json, "w") as fh:

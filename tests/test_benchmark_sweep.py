@@ -3,7 +3,8 @@ import argparse
 
 import pytest
 
-from benchmarks.sweep import parse_settings, parse_shape
+from benchmarks import cases
+from benchmarks.sweep import parse_settings, parse_shape, parse_size, sweep_cases
 
 
 def test_a_field_named_twice_is_one_axis_with_two_values():
@@ -25,3 +26,15 @@ def test_shapes():
     for bad in ("4096", "0x5", "ax3"):
         with pytest.raises(argparse.ArgumentTypeError, match="shape"):
             parse_shape(bad)
+
+
+def test_matmul_is_swept_at_sizes_and_memory_ops_at_shapes():
+    assert sweep_cases(["matmul", "gelu"], [(8, 16)], [4096]) == [("matmul", (4096,)),
+                                                                  ("gelu", (8, 16))]
+    defaults = sweep_cases(["matmul", "rms_norm"], None, None)
+    assert defaults == ([("matmul", (n,)) for n in cases.MATMUL_SIZES]
+                        + [("rms_norm", s) for s in cases.MEMORY_SHAPES])
+    assert parse_size("8192") == 8192
+    for bad in ("0", "4096x4096", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="matmul size"):
+            parse_size(bad)
