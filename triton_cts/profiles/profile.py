@@ -157,11 +157,11 @@ class Profile:
         return launch["partials_per_compute_unit"]
 
     def online_grid(self, n_rows: int, dtype: torch.dtype) -> int:
-        """Programs of a long-row (online) kernel that walks ``n_rows`` rows twice: one per
-        row (capped at MAX_GRID_NUM), or on 32-bit data at most
-        ``online_programs_per_compute_unit_32bit`` per compute unit where the profile has
-        it. Fewer programs keep fewer rows in flight, so a row's second walk finds it in
-        the cache."""
+        """Programs of a long-row kernel that walks each of ``n_rows`` rows more than once
+        (the online softmax forward, the layer-norm tiled forward): one per row (capped at
+        MAX_GRID_NUM), or on 32-bit data at most ``online_programs_per_compute_unit_32bit``
+        per compute unit where the profile has it. Fewer programs keep fewer rows in
+        flight, so a row's second walk finds it in the cache."""
         per_unit = self.data["launch"].get("online_programs_per_compute_unit_32bit")
         return self._grid_per_unit(n_rows, per_unit if dtype.itemsize == 4 else None)
 

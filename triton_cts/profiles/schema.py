@@ -220,8 +220,9 @@ SCHEMA: dict[str, Any] = {
             "as partials_per_compute_unit, for 16-bit rows short enough to stack several a "
             "program; partials_per_compute_unit where absent"),
         "online_programs_per_compute_unit_32bit": _optional_count(
-            "programs per compute unit of the online softmax forward on 32-bit data; a "
-            "program per row where absent"),
+            "programs per compute unit of the kernels that walk a long row more than once "
+            "(online softmax forward, layer-norm tiled forward) on 32-bit data; a program "
+            "per row where absent"),
         "reduction_programs_per_compute_unit": _optional_count(
             "programs per compute unit of a whole-tensor reduction's first stage on data "
             "narrower than 32 bits; a program per block where absent"),
