@@ -227,6 +227,29 @@ def test_a_kernel_module_resolved_inside_the_interpreter_keeps_jit_kernels(tmp_p
     assert isinstance(kernel, JITFunction)
 
 
+def test_a_kernel_module_imported_inside_the_interpreter_keeps_jit_kernels(tmp_path,
+                                                                          monkeypatch):
+    # the same for any import inside an interpreted block (a test's, a library's lazy
+    # one): an InterpretedFunction kernel would run interpreted in device mode too
+    import importlib
+
+    from triton.runtime.jit import JITFunction
+    (tmp_path / "lazy_kernels.py").write_text(
+        "import triton\nimport triton.language as tl\n\n"
+        "@triton.jit\ndef fill(X, value):\n    tl.store(X + tl.arange(0, 4), value)\n\n"
+        "@triton.jit(do_not_specialize=['value'])\n"
+        "def fill_unspecialized(X, value):\n    tl.store(X + tl.arange(0, 4), value)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with interpreted():
+        module = importlib.import_module("lazy_kernels")
+        out = torch.zeros(4)
+        module.fill[(1,)](out, 3.0)  # still interpreted inside the block
+        module.fill_unspecialized[(1,)](out, out[0].item() + 1)
+    assert isinstance(module.fill, JITFunction)
+    assert isinstance(module.fill_unspecialized, JITFunction)
+    assert out.tolist() == [4.0] * 4
+
+
 def test_reduction_and_loss_launchers_return_the_callers_shapes():
     """The launchers hand the kernels pointers, not [rows, N] or flat views: results still
     have torch's shapes, for 0-d, 1-d and 3-d inputs, on the whole-row and chunked paths."""

@@ -5,8 +5,9 @@ so one process could not serve both compile and interpreter checks. This module 
 ``JITFunction`` once: while Triton's interpreter knob is on (``interpreted()``), a JIT
 kernel's launch and a JIT helper's call (``tl.cdiv``, ``tl.sum``, a kernel's own helpers)
 go through an ``InterpretedFunction`` of the same Python function; with the knob off they
-compile as usual. Any implementation, ours or a third party's, runs in both modes from
-one import.
+compile as usual. ``triton.jit`` is patched too, to make a ``JITFunction`` even inside the
+block (Triton's makes an ``InterpretedFunction``, interpreted for good, while the knob is
+on). Any implementation, ours or a third party's, runs in both modes from one import.
 
 ``record_launches`` wraps ``run`` of ``JITFunction`` and ``InterpretedFunction`` (the one
 path every ``kernel[grid](...)`` call takes, autotuned and heuristic kernels included; a
@@ -27,7 +28,9 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+import triton
 import triton.language as tl
+import triton.runtime.jit
 from triton import knobs
 from triton.runtime.errors import InterpreterError
 from triton.runtime.interpreter import InterpretedFunction, _patch_lang
@@ -195,12 +198,32 @@ def _make_getitem(original):
     return functools.wraps(original)(__getitem__)
 
 
+def _jit_compiled(original):
+    """``triton.jit`` that makes a ``JITFunction`` inside :func:`interpreted` too. Triton's
+    decorator makes an ``InterpretedFunction`` while the interpreter knob is on, and that
+    one is interpreted for good: a kernel module first imported during an interpreter
+    check then ran on the interpreter in device mode as well (its verdicts were the
+    interpreter's). A ``JITFunction`` is routed to the interpreter per launch instead."""
+    def decorate(decorator, fn):
+        with interpreted(False):
+            return decorator(fn)
+
+    @functools.wraps(original)
+    def jit(fn=None, **options):
+        if fn is not None:
+            return decorate(functools.partial(original, **options), fn)
+        return functools.partial(decorate, original(**options))
+    jit._triton_cts_patched = True
+    return jit
+
+
 _ORIGINAL_RUN = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
 if not getattr(JITFunction.run, "_triton_cts_patched", False):
     for _cls, _orig in _ORIGINAL_RUN.items():
         _cls.run = _make_run(_orig, _cls)
         _cls.run._triton_cts_patched = True
     JITFunction.__call__ = _make_call(JITFunction.__call__)
+    triton.jit = triton.runtime.jit.jit = _jit_compiled(triton.runtime.jit.jit)
     if CompiledKernel is not None:
         CompiledKernel.__getitem__ = _make_getitem(CompiledKernel.__getitem__)
 
