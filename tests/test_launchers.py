@@ -11,7 +11,7 @@ from triton_cts.toolchains.cross_compile import compile_launch
 from triton_cts.execution.input_checks import UnsupportedDtypeError, WrongDeviceError
 from triton_cts.execution.launches import interpreted, record_launches
 from triton_cts.execution.modes import Mode, execute
-from triton_cts.profiles import load_profiles
+from triton_cts.profiles import cdiv, load_profiles
 
 PROFILES = load_profiles()
 SM90, NPU = PROFILES["nvidia-sm90"], PROFILES["npu-ascend910b"]
@@ -300,6 +300,33 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
         with record_launches() as log:
             max_all(x, profile=unlimited)
         assert log[0].grid == (63, 1, 1)
+
+
+def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
+    """Past the fused tile, the float32 layer norm launches online_grid programs (one an SM
+    on sm90), each walking several rows; RMS norm and 16-bit data keep a program a row.
+    The results are the reference's."""
+    from kernels.layer_norm import layer_norm, rms_norm
+    tiled = SM90.derive(**{"limits.compute_units": 2, "launch.max_fused_size_bytes": 256})
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(7, 200, generator=g) * 3 + 5  # 64 float32 columns a tile, 7 rows
+    w, b = torch.randn(200, generator=g), torch.randn(200, generator=g)
+    F = torch.nn.functional
+    with interpreted():
+        for dtype, norm, rows_per_program in ((torch.float32, "layer", 4),
+                                              (torch.float32, "rms", 1),
+                                              (torch.bfloat16, "layer", 1)):
+            xd, wd, bd = x.to(dtype), w.to(dtype), b.to(dtype)
+            with record_launches() as log:
+                if norm == "layer":
+                    got, want = (layer_norm(xd, wd, bd, 1e-5, profile=tiled).y,
+                                 F.layer_norm(xd.float(), (200,), wd.float(), bd.float(), 1e-5))
+                else:
+                    got = rms_norm(xd, wd, 1e-6, profile=tiled)[0]
+                    want = F.rms_norm(xd.float(), (200,), wd.float(), 1e-6)
+            assert [launch.grid for launch in log] == [(cdiv(7, rows_per_program), 1, 1)]
+            torch.testing.assert_close(got.float(), want, **({} if dtype == torch.float32
+                                                            else dict(rtol=2e-2, atol=3e-2)))
 
 
 def test_row_reductions_take_the_rows_kernel_wherever_rows_fill_the_device():
