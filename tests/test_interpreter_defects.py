@@ -36,3 +36,30 @@ def test_missing_bf16_builder_is_an_interpreter_defect():
     except RuntimeError as exc:
         assert "bfloat16 constants" in interpreter_defects.known_defect(exc)
     assert interpreter_defects.known_defect(ValueError("wrong answer")) is None
+
+
+def test_a_scalar_tensor_indexes_from_a_one_element_array():
+    """Triton's interpreter up to 3.6 made ``tensor.__index__`` ``int(data)`` on a
+    one-element array, which numpy 2.5 refuses (every kernel with a tensor-valued loop
+    bound failed); the harness's patch squeezes the array first, inside Triton's scope."""
+    import operator
+    import types
+    import warnings
+
+    import numpy as np
+    from triton.runtime.interpreter import _LangPatchScope
+
+    class Tensor:
+        pass
+
+    def triton_36_patch(tensor, scope):
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+    scope = _LangPatchScope()
+    launches._index_squeezed(triton_36_patch)(Tensor, scope)
+    t = Tensor()
+    t.handle = types.SimpleNamespace(data=np.array([7], dtype=np.int32))
+    with warnings.catch_warnings():  # numpy 2.4 warns where 2.5 raises
+        warnings.simplefilter("error", DeprecationWarning)
+        assert operator.index(t) == 7 and list(range(t)) == list(range(7))
+    scope.restore()
+    assert not hasattr(Tensor, "__index__")

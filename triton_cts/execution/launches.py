@@ -33,6 +33,7 @@ import triton.language as tl
 import triton.runtime.jit
 from triton import knobs
 from triton.runtime.errors import InterpreterError
+from triton.runtime import interpreter as triton_interpreter
 from triton.runtime.interpreter import InterpretedFunction, _patch_lang
 from triton.runtime.jit import JITFunction
 
@@ -156,6 +157,19 @@ def _interpreter_language():
         scope.restore()
 
 
+def _index_squeezed(original):
+    """Triton's interpreter patches ``tl.tensor.__index__`` (a scalar tensor as a loop
+    bound or index); up to Triton 3.6 it does so with ``int(data)`` on the tensor's
+    one-element array, which numpy 2.5 refuses ("only 0-dimensional arrays can be
+    converted to Python scalars"), so every kernel looping over a tensor-valued range
+    failed under the interpreter there (H100 host: triton 3.6, numpy 2.5). Later Triton
+    squeezes the array first; this does the same after Triton's patch, in its scope."""
+    def patch(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    return functools.wraps(original)(patch)
+
+
 def _make_call(original):
     def __call__(self, *args, **kwargs):
         if not knobs.runtime.interpret:
@@ -224,6 +238,7 @@ if not getattr(JITFunction.run, "_triton_cts_patched", False):
         _cls.run._triton_cts_patched = True
     JITFunction.__call__ = _make_call(JITFunction.__call__)
     triton.jit = triton.runtime.jit.jit = _jit_compiled(triton.runtime.jit.jit)
+    triton_interpreter._patch_lang_tensor = _index_squeezed(triton_interpreter._patch_lang_tensor)
     if CompiledKernel is not None:
         CompiledKernel.__getitem__ = _make_getitem(CompiledKernel.__getitem__)
 
