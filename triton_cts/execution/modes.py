@@ -58,19 +58,6 @@ def _upstream_backends() -> set[str]:
     return {names.get(b, b) for b in backends}
 
 
-def _interpreter_blocker() -> str | None:
-    """Known-broken interpreter environments: triton <= 3.6 converts size-1 arrays with
-    int(), which numpy >= 2.4 refuses ("only 0-dimensional arrays can be converted")."""
-    import numpy
-    import triton
-    triton_v = tuple(int(p) for p in triton.__version__.split(".")[:2])
-    numpy_v = tuple(int(p) for p in numpy.__version__.split(".")[:2])
-    if triton_v <= (3, 6) and numpy_v >= (2, 4):
-        return (f"the interpreter of triton {triton.__version__} fails with numpy "
-                f"{numpy.__version__}; install numpy<2.4 beside it")
-    return None
-
-
 def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None) -> str | None:
     """Why ``mode`` cannot run for ``profile`` on this machine, or None if it can."""
     if mode is Mode.DEVICE:
@@ -97,7 +84,8 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
         if profile.backend not in _upstream_backends():
             return f"this Triton build has no '{profile.backend}' backend"
         return None
-    return _interpreter_blocker()
+    # the interpreter runs wherever Triton has one (launches.py works around its defects)
+    return None
 
 
 #: The torch device of device mode (its streams are ``torch.cuda``'s, on ROCm too).
