@@ -63,3 +63,20 @@ def test_a_scalar_tensor_indexes_from_a_one_element_array():
         assert operator.index(t) == 7 and list(range(t)) == list(range(7))
     scope.restore()
     assert not hasattr(Tensor, "__index__")
+
+
+def test_interpreter_mode_is_blocked_only_where_it_was_not_verified(monkeypatch):
+    """Triton 3.6 runs the interpreter with numpy 2.4 (the index patch above); numpy 2.5
+    is reported as not supported with it, later Triton with either."""
+    import numpy
+    import triton
+
+    from triton_cts.execution import modes
+    for triton_v, numpy_v, blocked in (("3.6.0", "2.4.6", False), ("3.6.0", "2.5.2", True),
+                                       ("3.9.0", "2.5.2", False)):
+        monkeypatch.setattr(triton, "__version__", triton_v)
+        monkeypatch.setattr(numpy, "__version__", numpy_v)
+        reason = modes._interpreter_blocker()
+        assert (reason is not None) == blocked, (triton_v, numpy_v, reason)
+        if blocked:
+            assert "numpy 2.5.2" in reason and "numpy<2.5" in reason

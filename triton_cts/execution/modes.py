@@ -58,6 +58,22 @@ def _upstream_backends() -> set[str]:
     return {names.get(b, b) for b in backends}
 
 
+def _interpreter_blocker() -> str | None:
+    """Known-broken interpreter environments. Triton <= 3.6 turned a scalar tensor into an
+    index with int() on a one-element array, which numpy >= 2.4 refuses; launches.py
+    patches that, and under numpy 2.4 the sm90 interpreter suite then failed the same
+    checks as under numpy 2.3. Under numpy 2.5 an H100 host also failed tl.topk, and its
+    run was not completed, so numpy >= 2.5 stays blocked with those Triton releases."""
+    import numpy
+    import triton
+    triton_v = tuple(int(p) for p in triton.__version__.split(".")[:2])
+    numpy_v = tuple(int(p) for p in numpy.__version__.split(".")[:2])
+    if triton_v <= (3, 6) and numpy_v >= (2, 5):
+        return (f"the interpreter of triton {triton.__version__} is not verified with numpy "
+                f"{numpy.__version__} (tl.topk fails); install numpy<2.5 beside it")
+    return None
+
+
 def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None) -> str | None:
     """Why ``mode`` cannot run for ``profile`` on this machine, or None if it can."""
     if mode is Mode.DEVICE:
@@ -84,8 +100,7 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
         if profile.backend not in _upstream_backends():
             return f"this Triton build has no '{profile.backend}' backend"
         return None
-    # the interpreter runs wherever Triton has one (launches.py works around its defects)
-    return None
+    return _interpreter_blocker()
 
 
 #: The torch device of device mode (its streams are ``torch.cuda``'s, on ROCm too).
