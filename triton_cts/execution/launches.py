@@ -160,9 +160,9 @@ def _interpreter_language():
 def _index_squeezed(original):
     """Triton's interpreter patches ``tl.tensor.__index__`` (a scalar tensor as a loop
     bound or index); up to Triton 3.6 it does so with ``int(data)`` on the tensor's
-    one-element array, which numpy 2.5 refuses ("only 0-dimensional arrays can be
+    one-element array, which numpy >= 2.4 refuses ("only 0-dimensional arrays can be
     converted to Python scalars"), so every kernel looping over a tensor-valued range
-    failed under the interpreter there (H100 host: triton 3.6, numpy 2.5). Later Triton
+    failed under the interpreter there (H100 host: triton 3.6, numpy 2.5.2). Later Triton
     squeezes the array first; this does the same after Triton's patch, in its scope."""
     def patch(tensor, scope):
         original(tensor, scope)
@@ -227,7 +227,6 @@ def _jit_compiled(original):
         if fn is not None:
             return decorate(functools.partial(original, **options), fn)
         return functools.partial(decorate, original(**options))
-    jit._triton_cts_patched = True
     return jit
 
 
