@@ -1,5 +1,6 @@
 """The interpreter-defect probes agree with what real kernels see, and only the inputs a
 detected defect affects are left out of interpreter-mode checks."""
+import pytest
 import torch
 
 from suites import strategies as hh
@@ -29,13 +30,38 @@ def test_only_known_kinds_are_excluded():
     assert interpreter_defects.excluded_value_kinds(torch.float32) == {}
 
 
-def test_missing_bf16_builder_is_an_interpreter_defect():
-    cause = AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'")
-    try:
-        raise RuntimeError(repr(cause)) from cause
-    except RuntimeError as exc:
-        assert "bfloat16 constants" in interpreter_defects.known_defect(exc)
+def _raised_through(levels: int, innermost: BaseException) -> BaseException:
+    """``innermost`` wrapped as Triton 3.6's interpreter does: an ``InterpreterError``
+    quoting the one below with ``repr``, raised from it, ``levels`` times (one per
+    JIT-function call between the kernel and the failing builder call)."""
+    from triton.runtime.errors import InterpreterError
+    exc = innermost
+    for _ in range(levels):
+        try:
+            raise InterpreterError(repr(exc)) from exc
+        except InterpreterError as wrapped:
+            exc = wrapped
+    return exc
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3])
+def test_missing_bf16_builder_is_an_interpreter_defect(levels):
+    """At two levels (a kernel calling a JIT helper that makes a bf16 constant, as the
+    max/prod reductions do) the quoted message is escaped twice: the check must find the
+    innermost error, not match text."""
+    missing = AttributeError("'InterpreterBuilder' object has no attribute 'get_bf16'")
+    exc = _raised_through(levels, missing)
+    assert "bfloat16 constants" in interpreter_defects.known_defect(exc)
+
+
+def test_other_errors_are_not_interpreter_defects():
     assert interpreter_defects.known_defect(ValueError("wrong answer")) is None
+    assert interpreter_defects.known_defect(
+        _raised_through(2, AttributeError("'Tensor' object has no attribute 'get_bf16x'"))) \
+        is None
+    # the text alone, quoted in a message, is not the defect
+    assert interpreter_defects.known_defect(
+        RuntimeError("'InterpreterBuilder' object has no attribute 'get_bf16'")) is None
 
 
 def test_a_scalar_tensor_indexes_from_a_one_element_array():

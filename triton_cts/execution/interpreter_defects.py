@@ -54,9 +54,17 @@ def excluded_value_kinds(dtype: torch.dtype) -> dict[str, str]:
 def known_defect(exc: BaseException) -> str | None:
     """Why ``exc``, raised while interpreting a kernel, is a defect of the interpreter
     rather than of the kernel, or None. Triton 3.6's interpreter cannot build bfloat16
-    constants (its builder has no ``get_bf16``), so any kernel that makes one fails."""
-    text = f"{exc!r} {exc.__cause__!r}"
-    if "'InterpreterBuilder' object has no attribute 'get_bf16'" in text:
-        return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
-                "constants (InterpreterBuilder.get_bf16 is missing)")
+    constants (its builder has no ``get_bf16``), so any kernel that makes one fails.
+
+    The whole chain of causes is read: the interpreter wraps the builder's error in an
+    ``InterpreterError`` once per JIT-function level, each quoting the one below with
+    ``repr``, so the message is found intact only in the innermost exception."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, AttributeError) and "get_bf16" in str(exc) \
+                and "InterpreterBuilder" in str(exc):
+            return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
+                    "constants (InterpreterBuilder.get_bf16 is missing)")
+        exc = exc.__cause__ or exc.__context__
     return None
