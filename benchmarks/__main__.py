@@ -4,9 +4,12 @@ Times each reference kernel and torch eager twice, on random data, median of rep
 runs after warm-up: per call (triton.testing.do_bench: what a Python caller sees, the
 launcher's CPU time included wherever it exceeds the GPU's) and replayed from a CUDA
 graph (do_bench_cudagraph: the kernels alone). Bandwidth and % of peak are computed from
-the kernel time; the speedup over torch eager is given for both. With --library, each
-named third-party library (through its adapter in triton_cts/adapters/) is timed on the
-same tensors, one row per library under ours."""
+the kernel time; the speedup over torch eager is given for both. A compute-bound kernel
+(matmul) follows the GPU's clock, which a power cap moves under load, so it is timed in
+alternation with torch and its speedups are the median ratios of the pairs
+(``benchmarks/timing.py``). With --library, each named third-party library (through its
+adapter in triton_cts/adapters/) is timed on the same tensors, one row per library under
+ours."""
 from __future__ import annotations
 
 import argparse
@@ -29,9 +32,8 @@ def measured_copy_gbs() -> float:
 
 def main(argv=None) -> int:
     from tabulate import tabulate
-    from triton.testing import do_bench, do_bench_cudagraph
 
-    from benchmarks import all_ops, attention_cases, cases, llm_cases
+    from benchmarks import all_ops, attention_cases, cases, llm_cases, timing
     from triton_cts import adapters
     from triton_cts.profiles import load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
@@ -80,18 +82,13 @@ def main(argv=None) -> int:
             with open(args.json, "w") as fh:
                 json.dump({"environment": env, "results": records}, fh, indent=1)
 
-    def timed(fn) -> tuple[float, float]:
-        """(per-call ms, CUDA-graph ms); the graph time is NaN where capture fails."""
-        # a first short run is thrown away: the first op timed in a process came out up to
-        # 2.5x slower per call than the same op timed later (H200, 40-us kernels)
-        do_bench(fn, warmup=5, rep=20, return_mode="median")
-        call = do_bench(fn, warmup=25, rep=100, return_mode="median")
-        try:
-            graph = do_bench_cudagraph(fn, rep=20, return_mode="median")
-        except Exception:  # e.g. torch autograd that cannot be captured
-            torch.cuda.synchronize()
-            graph = float("nan")
-        return call, graph
+    def against_torch(fn, bench, torch_times):
+        """(times, torch's times, speedups or None) of ``fn``: a compute-bound bench is
+        timed in alternation with torch (``timing.paired``), the others alone."""
+        if not bench.flops:
+            return timing.timed(fn), torch_times, None
+        p = timing.paired(fn, bench.torch_eager)
+        return p.ours, p.torch, p.speedup
 
     for op in ops:
         for dtype in dtypes:
@@ -104,17 +101,18 @@ def main(argv=None) -> int:
             else:
                 benches = [cases.memory_bound(op, s, dtype, profile) for s in cases.MEMORY_SHAPES]
             for bench in benches:
-                torch_times = timed(bench.torch_eager)
+                torch_times = None if bench.flops else timing.timed(bench.torch_eager)
                 label = f"{op} ({bench.precision}; torch {bench.precision})" \
                     if bench.precision else op
-                row, rec = _measured(label, bench, timed(bench.ours), torch_times, profile,
-                                     peak_gbs, copy_gbs)
+                measured = against_torch(bench.ours, bench, torch_times)
+                row, rec = _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
                 rows.append(row)
                 records.append(rec)
                 print(" | ".join(row), flush=True)  # progress; the table follows at the end
                 for name in libraries:
-                    row, lib_rec = _library_row(name, bench, torch_times, timed, profile,
-                                                peak_gbs, copy_gbs)
+                    row, lib_rec = _library_row(
+                        name, bench, lambda fn: against_torch(fn, bench, torch_times), profile,
+                        peak_gbs, copy_gbs)
                     if row:
                         rows.append(row)
                         rec.setdefault("libraries", {})[name] = lib_rec
@@ -134,14 +132,17 @@ HEADERS = ["op", "dtype", "shape", "ms call / graph", "ours", "% peak", "% copy"
            "torch eager ms", "speedup call / graph"]
 
 
-def _measured(label, bench, times, torch_times, profile, peak_gbs, copy_gbs):
-    """One table row and JSON record from (per-call, graph) times of ``bench``."""
+def _measured(label, bench, times, torch_times, speedups, profile, peak_gbs, copy_gbs):
+    """One table row and JSON record from (per-call, graph) times of ``bench``; the
+    speedups over torch are the ratio of the times unless given (paired timing's median
+    ratios)."""
     (call, graph), (t_call, t_graph) = times, torch_times
+    speedup, graph_speedup = speedups or (t_call / call, t_graph / graph)
     kernel = graph if graph == graph else call  # NaN: no graph, the call time stands
     rec = {"op": bench.op, "dtype": str(bench.dtype).removeprefix("torch."),
            "shape": "x".join(map(str, bench.shape)), "ms": call, "graph_ms": graph,
-           "torch_ms": t_call, "torch_graph_ms": t_graph, "speedup": t_call / call,
-           "graph_speedup": t_graph / graph}
+           "torch_ms": t_call, "torch_graph_ms": t_graph, "speedup": speedup,
+           "graph_speedup": graph_speedup, "paired_with_torch": speedups is not None}
     if bench.precision:
         rec["precision"] = rec["torch_precision"] = bench.precision
     if bench.flops:
@@ -161,9 +162,10 @@ def _measured(label, bench, times, torch_times, profile, peak_gbs, copy_gbs):
     return row, rec
 
 
-def _library_row(name, bench, torch_times, timed, profile, peak_gbs, copy_gbs):
+def _library_row(name, bench, against_torch, profile, peak_gbs, copy_gbs):
     """One table row and record for library ``name`` on ``bench``; no row where the
-    library has no kernel for the op, an error row where its kernel raises."""
+    library has no kernel for the op, an error row where its kernel raises.
+    ``against_torch(fn)``: (times, torch's times, speedups or None), as for ours."""
     from benchmarks import cases
 
     fn = cases.library_call(name, bench)
@@ -172,12 +174,12 @@ def _library_row(name, bench, torch_times, timed, profile, peak_gbs, copy_gbs):
     label = f"{bench.op} [{name}]" + (f" (torch {bench.precision})" if bench.precision else "")
     dtype, shape = str(bench.dtype).removeprefix("torch."), "x".join(map(str, bench.shape))
     try:
-        times = timed(fn)
+        measured = against_torch(fn)
     except Exception as exc:  # a library limit (row too long, dtype) is a result too
         message = " ".join(str(exc).split())[:80]
         return [label, dtype, shape, "error", message, "", "", "", ""], \
             {"error": f"{type(exc).__name__}: {message}"}
-    return _measured(label, bench, times, torch_times, profile, peak_gbs, copy_gbs)
+    return _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
 
 
 if __name__ == "__main__":

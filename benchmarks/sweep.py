@@ -17,21 +17,17 @@ reports TFLOP/s; a setting is a whole config list, e.g. ``--set 'autotune.matmul
 "BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8,
 "num_warps": 8, "num_stages": 3}]'``. A compute-bound kernel's speed follows the GPU's
 clock, which drifts as a sweep heats it, so each setting is timed in five alternations
-with torch.matmul and compared with it by the median of the five ratios.
+with torch.matmul and compared with it by the median of the five ratios
+(``benchmarks/timing.py``).
 """
 from __future__ import annotations
 
 import argparse
 import itertools
 import json
-import statistics
 import sys
 
 import torch
-
-
-#: Alternations of our kernel and torch's per compute-bound setting (their median is kept).
-PAIRED_ROUNDS = 5
 
 
 def parse_settings(items: list[str]) -> dict[str, list]:
@@ -86,28 +82,19 @@ def parse_size(text: str) -> int:
 def main(argv=None) -> int:
     from tabulate import tabulate
     from triton.runtime.errors import OutOfResources
-    from triton.testing import do_bench, do_bench_cudagraph
+    from benchmarks import timing
 
     def kernel_ms(fn) -> float:
         """Median ms of ``fn`` replayed from a CUDA graph: the kernels alone. Per-call
         times carry the launcher's CPU time, which made 50-us kernels differ by up to 1.6x
         between two identical settings (H100, 32768x1024 RMS norm)."""
         try:
-            return do_bench_cudagraph(fn, rep=20, return_mode="median")
+            return timing.graph_ms(fn)
         except OutOfResources:
             raise
         except Exception:  # a function that cannot be captured: time it per call
             torch.cuda.synchronize()
-            return do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-    def paired_ms(bench, rounds: int = PAIRED_ROUNDS) -> tuple[float, float, float]:
-        """(ours ms, torch ms, speedup): medians over ``rounds`` alternations of our kernel
-        and torch's, the speedup that of each round's pair (a compute-bound kernel follows
-        the clock, which drifts as the GPU heats: one pair each setting varied 0.85-1.00x
-        between two identical settings, H100, bf16 matmul 4096^3)."""
-        pairs = [(kernel_ms(bench.ours), kernel_ms(bench.torch_eager)) for _ in range(rounds)]
-        return (statistics.median(o for o, _ in pairs), statistics.median(t for _, t in pairs),
-                statistics.median(t / o for o, t in pairs))
+            return timing.per_call_ms(fn)
 
     from benchmarks import cases
     from benchmarks.__main__ import measured_copy_gbs
@@ -173,7 +160,8 @@ def main(argv=None) -> int:
                           "precision": bench.precision}
                 try:
                     if bench.flops:  # compute-bound: against torch timed right after, rounds
-                        ms, record["torch_ms"], speedup = paired_ms(bench)
+                        ms, record["torch_ms"], speedup = timing.alternated(
+                            kernel_ms, bench.ours, bench.torch_eager)
                     else:
                         ms = kernel_ms(bench.ours)
                         record["torch_ms"], speedup = torch_ms[i], torch_ms[i] / ms
