@@ -236,7 +236,7 @@ def test_benchmark_times_a_library_through_its_adapter(fake_libs):
     assert cases.library_call("liger", log_softmax) is None  # Liger has no log-softmax
     assert cases.library_call("flag_gems", log_softmax) is not None
     # times are (per call, CUDA graph) in ms; torch eager took (1.0, 0.5)
-    row, out = _library_row("flag_gems", log_softmax, (1.0, 0.5), lambda fn: (4.0, 1.0),
+    row, out = _library_row("flag_gems", log_softmax, lambda fn: ((4.0, 1.0), (1.0, 0.5), None),
                             profile=None, peak_gbs=100.0, copy_gbs=50.0)
     assert row[0] == "log_softmax [flag_gems]" and row[3] == "4.000 / 1.000"
     assert out["speedup"] == 0.25 and out["graph_speedup"] == 0.5
