@@ -106,3 +106,75 @@ def test_interpreter_mode_is_blocked_only_where_it_was_not_verified(monkeypatch)
         assert (reason is not None) == blocked, (triton_v, numpy_v, reason)
         if blocked:
             assert "numpy 2.5.2" in reason and "numpy<2.5" in reason
+
+
+# ---- the language primitives' probes agree with the checked kernels ----------------------
+_SM90 = CHECKOUT / "vendor_profiles" / "nvidia-sm90.toml"
+_FLOATS = [torch.bfloat16, torch.float16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("function", ["fma", "fdiv"])
+@pytest.mark.parametrize("dtype", _FLOATS, ids=str)
+def test_math_probe_matches_the_checked_kernel(function, dtype):
+    """The probe reports a gap exactly when the checked launcher, interpreted, gets the
+    probe's inputs (whose answers are exact) wrong."""
+    from kernels.language import math as kmath
+    from triton_cts.ops.language import math as lm
+    columns, want = lm._PROBES[function](dtype)
+    inputs = [torch.tensor(c, dtype=dtype) for c in columns]
+    with launches.interpreted():
+        out = getattr(kmath, function)(*inputs, profile=load_profile(_SM90))
+    kernel_correct = out.double().tolist() == want
+    assert (lm.interpreter_gap(function, dtype) is None) == kernel_correct
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint32, torch.int64], ids=str)
+def test_umulhi_probe_matches_the_checked_kernel(dtype):
+    from kernels.language import integers as kint
+    from triton_cts.ops.language import integers as li
+    low = torch.iinfo(dtype).min
+    x = torch.tensor([li.wrap(-1, dtype), low, 12345], dtype=dtype)
+    y = torch.tensor([1, 2, -7 if dtype != torch.uint32 else 7], dtype=dtype)
+    try:
+        with launches.interpreted():
+            high = kint.umulhi(x, y, profile=load_profile(_SM90))
+    except Exception as exc:  # noqa: BLE001 - an interpreter failure counts as wrong
+        if not interpreter_defects.raised_in_interpreter(exc):
+            raise
+        kernel_correct = False
+    else:
+        kernel_correct = high.tolist() == [li.umulhi(a, b, dtype)
+                                           for a, b in zip(x.tolist(), y.tolist())]
+    assert (li.interpreter_gap("umulhi", dtype) is None) == kernel_correct
+
+
+@pytest.mark.parametrize("op", ["add", "max", "min", "xchg"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.float64], ids=str)
+def test_atomic_probe_matches_the_checked_kernel(op, dtype):
+    """33 lanes of negative values on a negative slot, as the suite's case that found
+    Triton 3.6's float64 atomic_min defect."""
+    from kernels.language import atomics as katom
+    from triton_cts.ops.language import atomics as la
+    values = -torch.arange(1, 34, dtype=torch.float64).mul(1.5).to(dtype)
+    initial = torch.tensor([-7], dtype=dtype)
+    try:
+        with launches.interpreted():
+            final, old = katom.atomic(values, initial, op=op, profile=load_profile(_SM90))
+    except Exception as exc:  # noqa: BLE001 - an interpreter failure counts as wrong
+        if not interpreter_defects.raised_in_interpreter(exc):
+            raise
+        kernel_correct = False
+    else:
+        kernel_correct = la.linearization_problem(
+            la.AtomicPrimitive(op, la._apply(op)), initial.item(), final[0][0].item(),
+            values.tolist(), old[0].tolist(), None, dtype) is None
+    assert (la.interpreter_gap(op, dtype) is None) == kernel_correct
+
+
+def test_a_refusal_of_the_language_is_not_an_interpreter_gap():
+    """The frontend refuses int8 atomics on every target (a GPU too): that is no gap of
+    the interpreter, so the check runs and reports it, where the interpreter's own
+    'Unsupported data type' for bf16 atomic_add is one."""
+    from triton_cts.ops.language import atomics as la
+    assert la.interpreter_gap("add", torch.int8) is None
+    assert "Unsupported data type" in la.interpreter_gap("add", torch.bfloat16)

@@ -51,20 +51,36 @@ def excluded_value_kinds(dtype: torch.dtype) -> dict[str, str]:
     return {}
 
 
+def innermost(exc: BaseException) -> BaseException:
+    """The first exception of ``exc``'s chain of causes. Triton's interpreter wraps an
+    error in an ``InterpreterError`` once per JIT-function level, each quoting the one
+    below with ``repr``, so the original message is found intact only at the bottom."""
+    seen = {id(exc)}
+    while (below := exc.__cause__ or exc.__context__) is not None and id(below) not in seen:
+        seen.add(id(below))
+        exc = below
+    return exc
+
+
+def raised_in_interpreter(exc: BaseException) -> bool:
+    """Whether the deepest Triton frame under ``exc``'s innermost error is the
+    interpreter's own code (``triton/runtime/interpreter.py``: its builder or its
+    emulation of an op), rather than the language frontend refusing the kernel (whose
+    errors hold on a GPU too) or the kernel itself."""
+    import traceback
+    frames = traceback.extract_tb(innermost(exc).__traceback__)
+    deepest = [f.filename.replace("\\", "/") for f in frames
+               if "/triton/" in f.filename.replace("\\", "/")]
+    return bool(deepest) and deepest[-1].endswith("triton/runtime/interpreter.py")
+
+
 def known_defect(exc: BaseException) -> str | None:
     """Why ``exc``, raised while interpreting a kernel, is a defect of the interpreter
     rather than of the kernel, or None. Triton 3.6's interpreter cannot build bfloat16
-    constants (its builder has no ``get_bf16``), so any kernel that makes one fails.
-
-    The whole chain of causes is read: the interpreter wraps the builder's error in an
-    ``InterpreterError`` once per JIT-function level, each quoting the one below with
-    ``repr``, so the message is found intact only in the innermost exception."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, AttributeError) and "get_bf16" in str(exc) \
-                and "InterpreterBuilder" in str(exc):
-            return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
-                    "constants (InterpreterBuilder.get_bf16 is missing)")
-        exc = exc.__cause__ or exc.__context__
+    constants (its builder has no ``get_bf16``), so any kernel that makes one fails."""
+    inner = innermost(exc)
+    if isinstance(inner, AttributeError) and "InterpreterBuilder" in str(inner) \
+            and "get_bf16" in str(inner):
+        return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
+                "constants (InterpreterBuilder.get_bf16 is missing)")
     return None

@@ -223,3 +223,69 @@ def _op(op: str):
 
 
 OPS = tuple(_op(op) for op in OPS_NAMES)
+
+
+# ---- known interpreter gaps, probed (so a fixed Triton is checked again at once) --------
+_GAPS: dict = {}
+
+
+def interpreter_gap(op: str, dtype: torch.dtype) -> str | None:
+    """Why Triton's interpreter cannot be judged on ``tl.atomic_<op>`` in ``dtype``, or
+    None. Probed with a kernel of its own (never the checked one): two lanes apply the
+    atomic to one slot holding a negative value, one lane's value negative too, and the
+    final slot and the values the lanes got back must come from a serial order of the
+    lanes (:func:`linearization_problem`). Triton 3.6's interpreter hands back garbage
+    from float64 atomic_min on negative slots (the float's bits read as unsigned). cas,
+    which takes compare values, is not probed."""
+    if op == "cas":
+        return None
+    if (op, dtype) not in _GAPS:
+        _GAPS[op, dtype] = _atomic_probe(op, dtype)
+    return _GAPS[op, dtype]
+
+
+def _atomic_probe(op: str, dtype: torch.dtype) -> str | None:
+    import triton
+    import triton.language as tl
+    from triton_cts.execution import launches
+    from triton_cts.execution.interpreter_defects import innermost, raised_in_interpreter
+
+    @triton.jit
+    def _interpreter_atomic_probe(P, V, OLD, OP: tl.constexpr):
+        offs = tl.arange(0, 2)
+        v = tl.load(V + offs)
+        ptr = P + offs * 0
+        if OP == "add":
+            old = tl.atomic_add(ptr, v)
+        elif OP == "max":
+            old = tl.atomic_max(ptr, v)
+        elif OP == "min":
+            old = tl.atomic_min(ptr, v)
+        elif OP == "and":
+            old = tl.atomic_and(ptr, v)
+        elif OP == "or":
+            old = tl.atomic_or(ptr, v)
+        elif OP == "xor":
+            old = tl.atomic_xor(ptr, v)
+        else:
+            old = tl.atomic_xchg(ptr, v)
+        tl.store(OLD + offs, old)
+
+    values, initial = ([-1.5, 2.0], -0.5) if dtype.is_floating_point else \
+        ([_wrap(-1, dtype), 2], _wrap(-5, dtype))
+    slot = torch.tensor([initial], dtype=dtype)
+    old = torch.empty(2, dtype=dtype)
+    name = str(dtype).removeprefix("torch.")
+    try:
+        with launches.interpreted():
+            _interpreter_atomic_probe[(1,)](slot, torch.tensor(values, dtype=dtype), old, OP=op)
+    except Exception as exc:  # noqa: BLE001 - the interpreter's own failure is the gap
+        if not raised_in_interpreter(exc):
+            return None  # the language refuses it: the check fails or is not offered
+        return (f"the interpreter of triton {triton.__version__} fails tl.atomic_{op} on "
+                f"{name} ({innermost(exc)!r})")
+    why = linearization_problem(AtomicPrimitive(op, _apply(op)), initial, slot.item(),
+                                values, old.tolist(), None, dtype)
+    return None if why is None else (
+        f"the interpreter of triton {triton.__version__} computes tl.atomic_{op} on {name} "
+        f"wrongly (two lanes {values} on a slot of {initial}: {why})")

@@ -110,3 +110,51 @@ def umulhi(x: int, y: int, dtype: torch.dtype) -> int:
     n = bits(dtype)
     ux, uy = x % (1 << n), y % (1 << n)
     return wrap((ux * uy) >> n, dtype)
+
+
+# ---- known interpreter gaps, probed (so a fixed Triton is checked again at once) --------
+_GAPS: dict = {}
+
+
+def interpreter_gap(kind: str, dtype: torch.dtype) -> str | None:
+    """Why Triton's interpreter cannot be judged on the ``kind`` primitive in ``dtype``,
+    or None. Probed with a kernel of its own (never the checked one): umulhi of all ones
+    by 1 and of the lowest value by 2, whose unsigned high halves are 0 and 1 (Triton
+    3.6's interpreter multiplies int32 operands as signed, giving -1 and -1, and raises
+    on int64 ones)."""
+    if kind != "umulhi":
+        return None
+    if dtype not in _GAPS:
+        _GAPS[dtype] = _umulhi_probe(dtype)
+    return _GAPS[dtype]
+
+
+def _umulhi_probe(dtype: torch.dtype) -> str | None:
+    import triton
+    import triton.language as tl
+    from triton_cts.execution import launches
+    from triton_cts.execution.interpreter_defects import innermost, raised_in_interpreter
+
+    @triton.jit
+    def _interpreter_umulhi_probe(X, Y, H, N: tl.constexpr):
+        offs = tl.arange(0, N)
+        tl.store(H + offs, tl.umulhi(tl.load(X + offs), tl.load(Y + offs)))
+
+    low = torch.iinfo(dtype).min
+    pairs = [(wrap(-1, dtype), 1), (low, 2)]
+    x, y = (torch.tensor(c, dtype=dtype) for c in zip(*pairs))
+    h = torch.empty_like(x)
+    try:
+        with launches.interpreted():
+            _interpreter_umulhi_probe[(1,)](x, y, h, N=len(pairs))
+    except Exception as exc:  # noqa: BLE001 - the interpreter's own failure is the gap
+        if not raised_in_interpreter(exc):
+            return None  # the language refuses it: the check fails or is not offered
+        return (f"the interpreter of triton {triton.__version__} fails tl.umulhi on "
+                f"{str(dtype).removeprefix('torch.')} ({innermost(exc)!r})")
+    for (a, b), got in zip(pairs, h.tolist()):
+        if got != umulhi(a, b, dtype):
+            return (f"the interpreter of triton {triton.__version__} computes "
+                    f"{str(dtype).removeprefix('torch.')} tl.umulhi wrongly (umulhi({a}, {b}) "
+                    f"gave {got}, not {umulhi(a, b, dtype)})")
+    return None

@@ -308,40 +308,77 @@ def correctly_rounded(function: str, dtype: torch.dtype, *inputs: torch.Tensor) 
 # ---- known interpreter gaps, probed (so a fixed Triton is checked again at once) --------
 def interpreter_gap(function: str, dtype: torch.dtype) -> str | None:
     """Why Triton's interpreter cannot be judged on ``function`` in ``dtype``, or None.
-    Probed with a kernel of its own (never the checked one): the interpreter keeps
-    bfloat16 as raw 16-bit integers, and its fma multiplies those integers."""
-    if function == "fma" and dtype == torch.bfloat16 and not _interpreter_bf16_fma_ok():
-        import triton
-        return (f"the interpreter of triton {triton.__version__} computes bfloat16 tl.fma on "
-                f"the raw bits (fma(1.5, 2, 0.25) is not 3.25)")
-    return None
+    Probed with a kernel of its own (never the checked one) on inputs whose right answer
+    is exact:
+
+    - fma: 1.5 * 2 + 0.25 and -2 * 3 + 1 (Triton 3.6 keeps bfloat16 as raw 16-bit
+      integers and multiplies those), and (1 + 2^-p)^2 - (1 + 2^(1-p)), which is 2^-2p
+      fused and 0 when the product is rounded first (Triton 3.6 rounds it in every
+      float format);
+    - fdiv: 3 / 2 and -7 / 4 (Triton 3.6 divides bfloat16's raw bits)."""
+    if function not in _PROBES or dtype not in (torch.bfloat16, torch.float16, torch.float32,
+                                                torch.float64):
+        return None
+    key = (function, dtype)
+    if key not in _GAPS:
+        _GAPS[key] = _probe(function, dtype)
+    return _GAPS[key]
 
 
-def _interpreter_bf16_fma_ok() -> bool:
-    global _BF16_FMA_OK
-    if _BF16_FMA_OK is None:
-        from triton_cts.execution import launches
-        x = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)
-        m = torch.tensor([2.0, 3.0], dtype=torch.bfloat16)
-        a = torch.tensor([0.25, 1.0], dtype=torch.bfloat16)
-        out = torch.empty_like(x)
-        with launches.interpreted():
-            _fma_probe()[(1,)](x, m, a, out, N=2)
-        _BF16_FMA_OK = out.tolist() == [3.25, -5.0]
-    return _BF16_FMA_OK
+def _fma_inputs(dtype):
+    p = _mantissa_bits(dtype) // 2 + 1  # (1 + 2^-p)^2's last bit lies below the format
+    one_p = 1 + 2.0 ** -p
+    return ([1.5, -2.0, one_p, 1.0], [2.0, 3.0, one_p, 1.0],
+            [0.25, 1.0, -(1 + 2.0 ** (1 - p)), 0.0]), [3.25, -5.0, 2.0 ** (-2 * p), 1.0]
 
 
-_BF16_FMA_OK: bool | None = None
+def _fdiv_inputs(dtype):
+    return ([3.0, -7.0], [2.0, 4.0]), [1.5, -1.75]
 
 
-def _fma_probe():
-    """A harness kernel (not the checked one): OUT = fma(X, M, A) over N elements."""
+def _mantissa_bits(dtype) -> int:
+    return -int(math.log2(torch.finfo(dtype).eps))
+
+
+_PROBES = {"fma": _fma_inputs, "fdiv": _fdiv_inputs}
+_GAPS: dict = {}
+
+
+def _probe(function: str, dtype: torch.dtype) -> str | None:
+    import triton
+    from triton_cts.execution import launches
+    columns, want = _PROBES[function](dtype)
+    x, m, *a = (torch.tensor(c, dtype=dtype) for c in columns)
+    a = a[0] if a else torch.zeros_like(x)
+    out = torch.empty_like(x)
+    with launches.interpreted():
+        _arith_probe()[(1,)](x, m, a, out, N=x.numel(), FMA=function == "fma")
+    got = out.double().tolist()
+    if got == want:
+        return None
+    args = list(zip(*columns))
+    first = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+    return (f"the interpreter of triton {triton.__version__} computes "
+            f"{str(dtype).removeprefix('torch.')} tl.{function} wrongly "
+            f"({function}{tuple(args[first])} gave {got[first]!r}, not {want[first]!r})")
+
+
+def _arith_probe():
+    """A harness kernel (not the checked one): OUT = fma(X, M, A) or fdiv(X, M), over N
+    elements (a power of two: no masked load, whose fill value Triton 3.6's interpreter
+    cannot build in bfloat16)."""
     import triton
     import triton.language as tl
 
     @triton.jit
-    def _interpreter_fma_probe(X, M, A, OUT, N: tl.constexpr):
+    def _interpreter_arith_probe(X, M, A, OUT, N: tl.constexpr, FMA: tl.constexpr):
         offs = tl.arange(0, N)
-        tl.store(OUT + offs, tl.fma(tl.load(X + offs), tl.load(M + offs), tl.load(A + offs)))
+        x = tl.load(X + offs)
+        m = tl.load(M + offs)
+        if FMA:
+            out = tl.fma(x, m, tl.load(A + offs))
+        else:
+            out = tl.fdiv(x, m)
+        tl.store(OUT + offs, out)
 
-    return _interpreter_fma_probe
+    return _interpreter_arith_probe
