@@ -51,7 +51,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import launch, launch_plan
+from .fast_launch import PassedChecks, PlannedLaunch, launch, launch_plan, signature
 from .row_align import aligned, row_align
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -406,11 +406,12 @@ def _all_plan(profile: Profile, op: str, n: int, dtype: torch.dtype) -> tuple:
 @launch_plan
 def _dim_plan(profile: Profile, op: str, M: int, N: int, stride: int,
               dtype: torch.dtype) -> tuple:
-    """(n_chunks, chunk_size, partials' dtype, then the grid and constexprs of each launch)
-    of max_dim or prod_dim over [M, N] with ``stride`` elements between rows: n_chunks 0
+    """(n_chunks, chunk_size, partials' dtype, the first launch, the second or None) of
+    max_dim or prod_dim over [M, N] with ``stride`` elements between rows: n_chunks 0
     where rows are at most MAX_FUSED_SIZE or many (one launch of the rows kernel); else
     the chunks kernel, and with several chunks a row, the same kernel over each row's
-    partials."""
+    partials. The launches are planned: a call hashes no constexprs."""
+    rows_kernel, chunks_kernel = _DIM_KERNELS[op]
     constants, partial_dtype = _constants(profile, op, dtype)
     block_n, n_chunks, chunk_size = _split_rows(profile, dtype, M, N)
     # rows past MAX_FUSED_SIZE take the rows kernel too where there are enough of them to
@@ -429,18 +430,22 @@ def _dim_plan(profile: Profile, op: str, M: int, N: int, stride: int,
             # one next_power_of_2(N) block left up to half its lanes masked (4104 columns:
             # 8192) and held 16 warps a row
             block_m, block_n = profile.row_reduction_tile(M, N, dtype)
-        return 0, 0, partial_dtype, (profile.capped_grid(cdiv(M, block_m)),), dict(
-            constants, BLOCK_M=block_m, BLOCK_N=block_n, ONE_STEP=block_n >= N,
+        return 0, 0, partial_dtype, PlannedLaunch(
+            rows_kernel, (profile.capped_grid(cdiv(M, block_m)),), **constants,
+            BLOCK_M=block_m, BLOCK_N=block_n, ONE_STEP=block_n >= N,
             ROW_ALIGN=row_align(math.gcd(N, stride), profile.vector_elements(dtype)),
-            num_warps=profile.num_warps_for(block_m * block_n)), None, None
+            num_warps=profile.num_warps_for(block_m * block_n)), None
     # few long rows: stage 1 reduces (row, chunk) tiles to partials, stage 2 each row's
     # partials
     # max: stage 2 also loads the int64 indices, the wider load
     block_c = profile.elementwise_block(torch.int64 if op == "max" else partial_dtype, n_chunks)
-    return (n_chunks, chunk_size, partial_dtype, (profile.capped_grid(M * n_chunks),),
-            dict(constants, BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n)),
-            (profile.capped_grid(M),),
-            dict(constants, BLOCK_N=block_c, num_warps=profile.num_warps_for(block_c)))
+    # max's chunks kernel takes x's column indices, or (second launch) the partials' own
+    idx = ({"HAS_X_IDX": False}, {"HAS_X_IDX": True}) if op == "max" else ({}, {})
+    return (n_chunks, chunk_size, partial_dtype,
+            PlannedLaunch(chunks_kernel, (profile.capped_grid(M * n_chunks),), **constants,
+                          **idx[0], BLOCK_N=block_n, num_warps=profile.num_warps_for(block_n)),
+            PlannedLaunch(chunks_kernel, (profile.capped_grid(M),), **constants, **idx[1],
+                          BLOCK_N=block_c, num_warps=profile.num_warps_for(block_c)))
 
 
 @launch_plan
@@ -499,13 +504,22 @@ def max_all_atomic(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     return acc.to(x.dtype)
 
 
+#: Inputs that passed max_dim's or prod_dim's checks, per profile, op and signature
+_DIM_CHECKS = PassedChecks()
+
+
+def _check_dim(op: str, x: torch.Tensor, profile: Profile) -> None:
+    check_inputs(op, profile, MAX_DTYPES if op == "max_dim" else PROD_DTYPES, x=x)
+    if op == "max_dim" and x.dim() > 0 and x.shape[-1] == 0:
+        raise IndexError("max_dim: the last dim has size 0; the max of an empty row is "
+                         "undefined (torch.max raises too)")
+
+
 def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.Tensor]:
     """(values, indices) of the max along the last dim, like ``torch.max(x, dim=-1)``:
     NaN wins, ties go to the first index."""
-    check_inputs("max_dim", profile, MAX_DTYPES, x=x)
-    if x.dim() > 0 and x.shape[-1] == 0:
-        raise IndexError("max_dim: the last dim has size 0; the max of an empty row is "
-                         "undefined (torch.max raises too)")
+    _DIM_CHECKS.checked(profile, ("max_dim", signature(x)), x, _check_dim, "max_dim", x,
+                        profile)
     x2, out_shape = _as_rows(x)
     M, N = x2.shape
     # allocated in the output shape: the kernels take pointers
@@ -513,23 +527,19 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
     indices = torch.empty(out_shape, dtype=torch.int64, device=x.device)
     if M == 0:
         return values, indices
-    n_chunks, chunk_size, partial_dtype, grid, meta, grid2, meta2 = _dim_plan(
+    n_chunks, chunk_size, partial_dtype, first, second = _dim_plan(
         profile, "max", M, N, x2.stride(0), x.dtype)
     if not n_chunks:
-        launch(_max_dim_rows_kernel, grid, x2, values, indices, M, N, x2.stride(0), **meta)
+        first(x2, values, indices, M, N, x2.stride(0))
         return values, indices
     if n_chunks == 1:
         part_v, part_i = values, indices
     else:
         part_v = torch.empty((M, n_chunks), dtype=partial_dtype, device=x.device)
         part_i = torch.empty((M, n_chunks), dtype=torch.int64, device=x.device)
-    launch(_max_dim_chunks_kernel, grid,
-        x2, x2, part_v, part_i, M, N, x2.stride(0), n_chunks, chunk_size,
-        HAS_X_IDX=False, **meta)
+    first(x2, x2, part_v, part_i, M, N, x2.stride(0), n_chunks, chunk_size)
     if n_chunks > 1:
-        launch(_max_dim_chunks_kernel, grid2,
-            part_v, part_i, values, indices, M, n_chunks, n_chunks, 1, n_chunks,
-            HAS_X_IDX=True, **meta2)
+        second(part_v, part_i, values, indices, M, n_chunks, n_chunks, 1, n_chunks)
     return values, indices
 
 
@@ -557,7 +567,8 @@ def prod_all(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
 
 def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     """Product along the last dim (``torch.prod(x, dim=-1)``); 1 for rows of length 0."""
-    check_inputs("prod_dim", profile, PROD_DTYPES, x=x)
+    _DIM_CHECKS.checked(profile, ("prod_dim", signature(x)), x, _check_dim, "prod_dim", x,
+                        profile)
     if x.dim() > 0 and x.shape[-1] == 0:
         return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
     x2, out_shape = _as_rows(x)
@@ -565,16 +576,19 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     if M == 0:
         return out
-    n_chunks, chunk_size, acc_dtype, grid, meta, grid2, meta2 = _dim_plan(
+    n_chunks, chunk_size, acc_dtype, first, second = _dim_plan(
         profile, "prod", M, N, x2.stride(0), x.dtype)
     if not n_chunks:
-        launch(_prod_dim_rows_kernel, grid, x2, out, M, N, x2.stride(0), **meta)
+        first(x2, out, M, N, x2.stride(0))
         return out
     partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype,
                                                      device=x.device)
-    launch(_prod_dim_chunks_kernel, grid,
-        x2, partials, M, N, x2.stride(0), n_chunks, chunk_size, **meta)
+    first(x2, partials, M, N, x2.stride(0), n_chunks, chunk_size)
     if n_chunks > 1:
-        launch(_prod_dim_chunks_kernel, grid2,
-            partials, out, M, n_chunks, n_chunks, 1, n_chunks, **meta2)
+        second(partials, out, M, n_chunks, n_chunks, 1, n_chunks)
     return out
+
+
+#: Each per-row reduction's kernels: (rows kernel, chunks kernel)
+_DIM_KERNELS = {"max": (_max_dim_rows_kernel, _max_dim_chunks_kernel),
+                "prod": (_prod_dim_rows_kernel, _prod_dim_chunks_kernel)}

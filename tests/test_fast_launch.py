@@ -388,26 +388,37 @@ def test_matmul_checks_once_per_signature_and_still_rejects_bad_inputs(
     assert len(calls) == 5
 
 
-@pytest.mark.parametrize("op", ["cross_entropy", "rope", "attention", "attention_backward"])
-def test_llm_launchers_check_once_per_signature_and_still_reject_bad_inputs(
+@pytest.mark.parametrize("op", ["cross_entropy", "rope", "attention", "attention_backward",
+                                "max_dim", "prod_dim"])
+def test_launchers_check_once_per_signature_and_still_reject_bad_inputs(
         op, cpu_checks_remembered, monkeypatch):
-    """Cross-entropy, RoPE and attention (forward and backward) remember what passed their
-    checks as matmul does: a second call with the same signature and options skips them,
-    anything else is checked."""
+    """Cross-entropy, RoPE, attention (forward and backward) and the per-row max and
+    product remember what passed their checks as matmul does: a second call with the same
+    signature and options skips them, anything else is checked."""
     import kernels.attention as attention
     import kernels.attention.plan as attention_plan
     import kernels.cross_entropy as ce
+    import kernels.reductions as reductions
     import kernels.rope as rope
     from triton_cts.execution.input_checks import ShapeMismatchError, UnsupportedDtypeError
     from triton_cts.ops.rope import make_tables
     profile = load_profiles()["nvidia-sm90"]
-    module = {"cross_entropy": ce, "rope": rope}.get(op, attention_plan)
+    module, check = {"cross_entropy": (ce, "_check"), "rope": (rope, "_check"),
+                     "max_dim": (reductions, "_check_dim"),
+                     "prod_dim": (reductions, "_check_dim")}.get(op, (attention_plan, "_check"))
     calls = []
-    real = module._check
-    monkeypatch.setattr(module, "_check",
+    real = getattr(module, check)
+    monkeypatch.setattr(module, check,
                         lambda *a, **kw: (calls.append(a[0]), real(*a, **kw))[1])
     g = torch.Generator().manual_seed(0)
-    if op == "cross_entropy":
+    if op in ("max_dim", "prod_dim"):
+        x = torch.randn(4, 40, generator=g)
+        call = lambda x=x: getattr(reductions, op)(x, profile=profile)  # noqa: E731
+        bad = [(UnsupportedDtypeError, dict(x=x.to(torch.int16))),
+               (TypeError, dict(x=[1.0, 2.0]))]
+        if op == "max_dim":  # prod_dim of an empty row is 1
+            bad.append((IndexError, dict(x=x[:, :0])))
+    elif op == "cross_entropy":
         x, y = torch.randn(4, 40, generator=g), torch.randint(0, 40, (4,), generator=g)
         call = lambda x=x, y=y, **kw: ce.cross_entropy(x, y, profile=profile, **kw)  # noqa: E731
         bad = [(ShapeMismatchError, dict(y=y[:3])), (ValueError, dict(reduction="avg")),
