@@ -192,24 +192,28 @@ def tuned_launch(tuner, grid, args: tuple, meta: dict, pick_key: tuple):
     if _triton_path():
         return tuner[grid](*args, **meta)
     key = (tuner, driver.active.get_current_device(), pick_key)
-    config = _PICKS.get(key)
-    if config is None:
+    pick = _PICKS.get(key)
+    if pick is None:
         out = tuner[grid](*args, **meta)
         picked = getattr(tuner, "best_config", None)
         if picked is not None and len(_PICKS) < MAX_PLANS:
-            _PICKS[key] = picked
+            # the config's keyword arguments are kept with it: Triton builds them anew
+            # on every all_kwargs() call
+            _PICKS[key] = (picked, picked.all_kwargs())
         return out
-    full = {**meta, **config.all_kwargs()}
+    config, config_kwargs = pick
+    full = {**meta, **config_kwargs}
+    # what the pre-hook, the heuristics and the grid read: arguments, then constexprs
     named = dict(zip(tuner.arg_names, args))
+    named.update(full)
     if config.pre_hook is not None:
-        config.pre_hook({**named, **full})
+        config.pre_hook(dict(named))  # a copy, as the autotuner passes: no key leaks back
     kernel = tuner.fn
     if isinstance(kernel, Heuristics):
-        for name, rule in kernel.values.items():
-            full[name] = rule({**named, **full})
+        for name, rule in kernel.values.items():  # each sees the ones before it
+            full[name] = named[name] = rule(named)
         kernel = kernel.fn
-    return _launch(kernel, tuple(grid({**named, **full})), args, full, tuple(full.items()),
-                   _PLANS)
+    return _launch(kernel, tuple(grid(named)), args, full, tuple(full.items()), _PLANS)
 
 
 def launch_plan(plan):

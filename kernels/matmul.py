@@ -391,7 +391,7 @@ def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bo
     16-byte aligned base and row stride): 16-bit A, B and C row-major (C is allocated
     contiguous), or float32 as tf32 on a target whose tf32 dots read K-major operands,
     A row-major and B K-major (C is then stored through pointers)."""
-    if profile.autotune_configs("matmul_tma") is None:
+    if not profile.has_autotune_configs("matmul_tma"):
         return False
     elem = a.element_size()
 

@@ -316,6 +316,10 @@ class Profile:
                 for op, per_dtype in self.data.get("tolerances", {}).items()
                 for dt, tol in per_dtype.items()]
 
+    def has_autotune_configs(self, op: str) -> bool:
+        """Whether ``[autotune]`` lists configs for ``op`` (without copying them)."""
+        return self.data.get("autotune", {}).get(op) is not None
+
     def autotune_configs(self, op: str) -> list[dict[str, int]] | None:
         configs = self.data.get("autotune", {}).get(op)
         return None if configs is None else [dict(c) for c in configs]
