@@ -54,6 +54,28 @@ def test_missing_bf16_builder_is_an_interpreter_defect(levels):
     assert "bfloat16 constants" in interpreter_defects.known_defect(exc)
 
 
+def _raised_in(filename: str, exc: BaseException) -> BaseException:
+    """``exc`` raised by a function whose code lives in ``filename`` (as Triton's frames do)."""
+    namespace: dict = {}
+    exec(compile("def fail(e):\n    raise e\n", filename, "exec"), namespace)
+    try:
+        namespace["fail"](exc)
+    except type(exc) as raised:
+        return raised
+
+
+@pytest.mark.parametrize("where, defect", [("triton/runtime/interpreter.py", True),
+                                           ("triton/language/semantic.py", False)])
+def test_a_missing_ir_type_is_a_defect_only_inside_the_interpreter(where, defect):
+    """Triton 3.6's interpreter has its own ``to_ir`` without AMD's float8 types; the same
+    message from the language frontend would hold on a GPU too."""
+    inner = _raised_in(f"/site-packages/{where}", ValueError("fail to convert fp8e4b8 to ir type"))
+    exc = _raised_through(2, inner)
+    assert interpreter_defects.raised_in_interpreter(exc) == defect
+    why = interpreter_defects.known_defect(exc)
+    assert (why is not None and "no IR type for fp8e4b8" in why) == defect
+
+
 def test_other_errors_are_not_interpreter_defects():
     assert interpreter_defects.known_defect(ValueError("wrong answer")) is None
     assert interpreter_defects.known_defect(

@@ -77,10 +77,16 @@ def raised_in_interpreter(exc: BaseException) -> bool:
 def known_defect(exc: BaseException) -> str | None:
     """Why ``exc``, raised while interpreting a kernel, is a defect of the interpreter
     rather than of the kernel, or None. Triton 3.6's interpreter cannot build bfloat16
-    constants (its builder has no ``get_bf16``), so any kernel that makes one fails."""
+    constants (its builder has no ``get_bf16``), so any kernel that makes one fails; and
+    its own ``to_ir`` has no type for AMD's float8 formats (fp8e4b8, fp8e5b16), so any
+    kernel that computes in one fails."""
     inner = innermost(exc)
     if isinstance(inner, AttributeError) and "InterpreterBuilder" in str(inner) \
             and "get_bf16" in str(inner):
         return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
                 "constants (InterpreterBuilder.get_bf16 is missing)")
+    if isinstance(inner, ValueError) and str(inner).startswith("fail to convert ") \
+            and str(inner).endswith(" to ir type") and raised_in_interpreter(exc):
+        return (f"the interpreter of triton {triton.__version__} has no IR type for "
+                f"{str(inner).removeprefix('fail to convert ').removesuffix(' to ir type')}")
     return None
