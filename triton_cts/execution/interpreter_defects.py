@@ -74,6 +74,15 @@ def raised_in_interpreter(exc: BaseException) -> bool:
     return bool(deepest) and deepest[-1].endswith("triton/runtime/interpreter.py")
 
 
+def interpreter_failure(exc: BaseException, what: str) -> str | None:
+    """The gap a probe kernel's failure shows, "the interpreter of triton X fails
+    ``what`` (error)", where the interpreter's own code raised ``exc``; None where the
+    language frontend or the kernel did (that holds on a GPU too, and is the check's)."""
+    if not raised_in_interpreter(exc):
+        return None
+    return f"the interpreter of triton {triton.__version__} fails {what} ({innermost(exc)!r})"
+
+
 def known_defect(exc: BaseException) -> str | None:
     """Why ``exc``, raised while interpreting a kernel, is a defect of the interpreter
     rather than of the kernel, or None. Triton 3.6's interpreter cannot build bfloat16

@@ -248,7 +248,7 @@ def _atomic_probe(op: str, dtype: torch.dtype) -> str | None:
     import triton
     import triton.language as tl
     from triton_cts.execution import launches
-    from triton_cts.execution.interpreter_defects import innermost, raised_in_interpreter
+    from triton_cts.execution.interpreter_defects import interpreter_failure
 
     @triton.jit
     def _interpreter_atomic_probe(P, V, OLD, OP: tl.constexpr):
@@ -280,10 +280,8 @@ def _atomic_probe(op: str, dtype: torch.dtype) -> str | None:
         with launches.interpreted():
             _interpreter_atomic_probe[(1,)](slot, torch.tensor(values, dtype=dtype), old, OP=op)
     except Exception as exc:  # noqa: BLE001 - the interpreter's own failure is the gap
-        if not raised_in_interpreter(exc):
-            return None  # the language refuses it: the check fails or is not offered
-        return (f"the interpreter of triton {triton.__version__} fails tl.atomic_{op} on "
-                f"{name} ({innermost(exc)!r})")
+        # None where the language refuses it: the check fails or is not offered
+        return interpreter_failure(exc, f"tl.atomic_{op} on {name}")
     why = linearization_problem(AtomicPrimitive(op, _apply(op)), initial, slot.item(),
                                 values, old.tolist(), None, dtype)
     return None if why is None else (

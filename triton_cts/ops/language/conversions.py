@@ -179,12 +179,12 @@ def interpreter_gap(src: torch.dtype, dst: torch.dtype) -> str | None:
             with launches.interpreted():
                 _cast_probe()[(1,)](x, out, N=x.numel())
         except Exception as exc:  # noqa: BLE001 - the interpreter's own failure is the gap
-            from triton_cts.execution.interpreter_defects import innermost, raised_in_interpreter
-            if not raised_in_interpreter(exc):
+            from triton_cts.execution.interpreter_defects import interpreter_failure
+            why = interpreter_failure(exc, f"converting {names}")
+            if why is None:
                 raise
-            _GAPS[key] = (f"the interpreter of triton {triton.__version__} fails converting "
-                          f"{names} ({innermost(exc)!r})")
-            return _GAPS[key]
+            _GAPS[key] = why
+            return why
         o, w = out.double(), want.double()
         same = bool(((o == w) | (torch.isnan(o) & torch.isnan(w))).all())
         _GAPS[key] = None if same else (

@@ -133,7 +133,7 @@ def _umulhi_probe(dtype: torch.dtype) -> str | None:
     import triton
     import triton.language as tl
     from triton_cts.execution import launches
-    from triton_cts.execution.interpreter_defects import innermost, raised_in_interpreter
+    from triton_cts.execution.interpreter_defects import interpreter_failure
 
     @triton.jit
     def _interpreter_umulhi_probe(X, Y, H, N: tl.constexpr):
@@ -148,10 +148,7 @@ def _umulhi_probe(dtype: torch.dtype) -> str | None:
         with launches.interpreted():
             _interpreter_umulhi_probe[(1,)](x, y, h, N=len(pairs))
     except Exception as exc:  # noqa: BLE001 - the interpreter's own failure is the gap
-        if not raised_in_interpreter(exc):
-            return None  # the language refuses it: the check fails or is not offered
-        return (f"the interpreter of triton {triton.__version__} fails tl.umulhi on "
-                f"{str(dtype).removeprefix('torch.')} ({innermost(exc)!r})")
+        return interpreter_failure(exc, f"tl.umulhi on {str(dtype).removeprefix('torch.')}")
     for (a, b), got in zip(pairs, h.tolist()):
         if got != umulhi(a, b, dtype):
             return (f"the interpreter of triton {triton.__version__} computes "
