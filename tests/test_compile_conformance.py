@@ -125,6 +125,70 @@ def test_golden_stats_report_regressions_and_missing_entries(tmp_path, monkeypat
     assert not list(tmp_path.rglob("*.tmp"))                             # atomic writes
 
 
+def test_a_regression_fails_only_if_a_fresh_process_measures_it_too(tmp_path, monkeypatch):
+    monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
+    golden.write("amd-gfx942", "hip:gfx942", "attention[reference]",
+                 {"bwd": {"registers": 128, "spills": 23, "shared": 0},
+                  "fwd": {"registers": 100, "spills": 0, "shared": 0}})
+    here = {"bwd": {"registers": 128, "spills": 30, "shared": 0},
+            "fwd": {"registers": 100, "spills": 2, "shared": 0}}
+    regressions = golden.compare("amd-gfx942", "attention[reference]", here)[0]
+    assert len(regressions) == 2
+    # the fresh process gives the golden spills back for bwd, reproduces fwd's with 3
+    fresh = {"bwd": {"registers": 128, "spills": 23, "shared": 0},
+             "fwd": {"registers": 100, "spills": 3, "shared": 0}}
+    confirmed, unstable = golden.confirm("amd-gfx942", "attention[reference]", here,
+                                         regressions, fresh)
+    assert confirmed == ["fwd: spills 0 -> 3 (allowed change max(0, 10% of 0)) in a fresh "
+                         "process (spills 2 in this one)"]
+    assert len(unstable) == 1 and unstable[0].startswith("bwd: spills 23 -> 30 ")
+    assert "a fresh process with an empty Triton cache measured spills 23" in unstable[0]
+    # the same numbers again: confirmed as measured; no fresh numbers: every one stands
+    confirmed, unstable = golden.confirm("amd-gfx942", "attention[reference]", here,
+                                         regressions, here)
+    assert unstable == [] and all(c.endswith("(a fresh process measured the same)")
+                                  for c in confirmed)
+    confirmed, unstable = golden.confirm("amd-gfx942", "attention[reference]", here,
+                                         regressions, "the recompile took over 900 s")
+    assert unstable == [] and len(confirmed) == 2
+    assert "not rechecked in a fresh process: the recompile took over 900 s" in confirmed[0]
+
+
+def _planted_golden(tmp_path, monkeypatch, registers_drop: int) -> None:
+    """Golden stats for gelu on gfx942 written from a real compile, then lowered so this
+    process's numbers regress."""
+    monkeypatch.setenv("TRITON_CTS_GOLDEN_DIR", str(tmp_path))
+    monkeypatch.setenv(golden.UPDATE_ENV, "1")
+    result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
+                        "--op", "gelu", "-q")
+    assert result.returncode == 0, result.stdout
+    monkeypatch.delenv(golden.UPDATE_ENV)
+    path = tmp_path / f"triton-{triton.__version__}" / "amd-gfx942.json"
+    data = json.loads(path.read_text())
+    for entry in data["checks"]["gelu[reference]"].values():
+        entry["registers"] -= registers_drop
+    path.write_text(json.dumps(data))
+
+
+def test_compile_suite_fails_a_regression_a_fresh_process_reproduces(tmp_path, monkeypatch):
+    _planted_golden(tmp_path, monkeypatch, registers_drop=8 + 1)  # 1 over the slack of 8
+    result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
+                        "--op", "gelu")
+    assert result.returncode == 1, result.stdout
+    assert "golden regression: " in result.stdout
+    assert "(a fresh process measured the same)" in result.stdout
+
+
+def test_compile_suite_warns_on_a_regression_a_fresh_process_does_not_reproduce(
+        tmp_path, monkeypatch):
+    _planted_golden(tmp_path, monkeypatch, registers_drop=40)
+    result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
+                        "--op", "gelu", "-p", "tests.planted.fresh_codegen")
+    assert result.returncode == 0, result.stdout
+    assert "GoldenUnstableWarning: gelu[reference] on amd-gfx942: " in result.stdout
+    assert "codegen depends on what the process compiled before" in result.stdout
+
+
 def test_golden_files_exist_for_this_triton_version_and_every_bundled_gpu_profile():
     if not golden.golden_path("x").parent.is_dir():
         pytest.skip(f"not supported: no golden compile stats are kept for triton "

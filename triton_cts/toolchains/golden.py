@@ -10,12 +10,21 @@ failure (a kernel that already spills is at the register allocator's mercy: the 
 gfx942 attention backward spilled 36 registers on one machine and 34 on another); a kernel
 with no entry is reported with :class:`GoldenMissingWarning`.
 
+A regression is confirmed before it fails: the check is compiled again in a new Python
+process with an empty Triton cache (:func:`remeasure`). Some codegen depends on what the
+process compiled before (Triton 3.9's gfx942 attention backward: the same TTGIR gave 23
+spills in a fresh process and 30 after other kernels), and a fresh clone's CI run is a
+fresh process per xdist worker, not per kernel. A regression the fresh process does not
+reproduce is reported with :class:`GoldenUnstableWarning`, both numbers in it; one it
+reproduces fails with both numbers.
+
 Refresh after an intended change (or for a new Triton version)::
 
     python -m triton_cts.toolchains.golden refresh                 # every profile, every op
     python -m triton_cts.toolchains.golden refresh --op matmul     # only these checks' entries
 
-Writes are atomic (a temporary file renamed over the old one) and serialized with a lock,
+``TRITON_CTS_GOLDEN_DIR`` points at golden files kept outside the checkout (a vendor's
+fork, say). Writes are atomic (a temporary file renamed over the old one) and serialized with a lock,
 so pytest-xdist workers refreshing one profile's file do not lose each other's entries.
 """
 from __future__ import annotations
@@ -24,6 +33,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,10 +42,17 @@ from pathlib import Path
 import triton
 
 from triton_cts import CHECKOUT
+from triton_cts.results.status import QualityWarning
 
-GOLDEN_DIR = CHECKOUT / "suites" / "golden"
+GOLDEN_DIR = Path(os.environ.get("TRITON_CTS_GOLDEN_DIR") or CHECKOUT / "suites" / "golden")
 #: Set (to any non-empty value) to write the stats a run measures instead of comparing.
 UPDATE_ENV = "TRITON_CTS_UPDATE_GOLDEN"
+#: Set to a file path: the compile check writes the stats it measured there as JSON and
+#: compares nothing (how :func:`remeasure` reads a fresh process's numbers).
+MEASURE_ENV = "TRITON_CTS_GOLDEN_MEASURE"
+#: Seconds a fresh-process recompile may take (the gfx942 attention check, every autotune
+#: config, compiles in about 90 s on two cores).
+REMEASURE_TIMEOUT_S = 900
 #: Stat -> (relative, absolute) change allowed before it counts as a regression: the
 #: larger of the two. 8 registers is AMD's VGPR allocation granule. A kernel that spills
 #: none fails on its first spill; one that already spills may move by a tenth (the
@@ -54,6 +71,11 @@ class GoldenMissingWarning(UserWarning):
 
 class GoldenImprovedWarning(UserWarning):
     """A compiled kernel does better than its golden stats: refresh them."""
+
+
+class GoldenUnstableWarning(QualityWarning):
+    """A regression measured in this process that a fresh process does not reproduce: the
+    check passes as a quality warning, with both numbers."""
 
 
 def golden_path(profile: str, version: str | None = None) -> Path:
@@ -112,6 +134,69 @@ def compare(profile: str, check: str,
     if gone:
         missing.append(f"golden entries no longer compiled: {', '.join(gone)}")
     return regressions, missing, improved
+
+
+def confirm(profile: str, check: str, measured: dict[str, dict], regressions: list[str],
+            fresh: dict[str, dict] | str) -> tuple[list[str], list[str]]:
+    """(confirmed, unstable): ``regressions`` of ``measured`` judged against ``fresh``, the
+    same check's stats from a fresh process (:func:`remeasure`), or the reason there are
+    none. Regressions the fresh process reproduces are confirmed and name both processes'
+    numbers; those it does not are unstable. Without fresh numbers every regression stands."""
+    if isinstance(fresh, str):
+        return [f"{r}; not rechecked in a fresh process: {fresh}" for r in regressions], []
+    fresh_regressions = compare(profile, check, fresh)[0]
+    here = {_where(r): r for r in regressions}
+    confirmed = [f"{r} (a fresh process measured the same)" if r in regressions
+                 else f"{r} in a fresh process ({_stat(measured, r)} in this one)"
+                 for r in fresh_regressions]
+    reproduced = {_where(r) for r in fresh_regressions}
+    unstable = [f"{r} in this process, but a fresh process with an empty Triton cache "
+                f"measured {_stat(fresh, r)}: codegen depends on what the process compiled "
+                f"before" for where, r in here.items() if where not in reproduced]
+    return confirmed, unstable
+
+
+def _where(regression: str) -> str:
+    """``KERNEL KEY: STAT`` of a regression line."""
+    return regression.split(" -> ", 1)[0].rsplit(" ", 1)[0]
+
+
+def _stat(measured: dict[str, dict], regression: str) -> str:
+    """The stat a regression line names, as ``measured`` has it."""
+    key, _, stat = _where(regression).rpartition(": ")
+    value = measured.get(key, {}).get(stat)
+    return f"{stat} {value}" if value is not None else f"no {stat} for {key}"
+
+
+def remeasure(repro: str) -> dict[str, dict] | str:
+    """The stats of the check ``repro`` reruns, compiled in a new Python process with an
+    empty Triton cache, or why there are none. ``repro`` is the check's repro command
+    (``pytest NODEID --vendor ... --mode compile``)."""
+    argv = shlex.split(repro)
+    if not argv or argv[0] != "pytest":
+        return f"not a pytest command: {repro!r}"
+    with tempfile.TemporaryDirectory(prefix="triton-cts-remeasure-") as tmp:
+        out = Path(tmp) / "measured.json"
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", UPDATE_ENV)}
+        env.update({MEASURE_ENV: str(out), "TRITON_CACHE_DIR": str(Path(tmp) / "triton")})
+        cmd = [sys.executable, "-m", *argv, "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+        try:
+            done = subprocess.run(cmd, cwd=CHECKOUT, env=env, capture_output=True, text=True,
+                                  timeout=REMEASURE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return f"the recompile took over {REMEASURE_TIMEOUT_S} s"
+        if not out.exists():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            return f"`{shlex.join(cmd)}` wrote no stats (exit {done.returncode}: " \
+                   f"{' / '.join(tail)})"
+        return json.loads(out.read_text())
+
+
+def measure_path() -> Path | None:
+    """Where to write this run's measured stats instead of comparing them, if asked."""
+    path = os.environ.get(MEASURE_ENV)
+    return Path(path) if path else None
 
 
 def golden_entry(record: dict) -> dict:
