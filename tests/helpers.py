@@ -4,7 +4,18 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from triton_cts import CHECKOUT, PROFILE_DIR
+from triton_cts.execution.modes import interpreter_blocker
+
+#: Why interpreter mode cannot run here (a Triton and numpy pair it is not verified with),
+#: or None. Tests whose verdicts come from interpreter-mode runs are skipped with it.
+INTERPRETER_BLOCKER = interpreter_blocker()
+needs_interpreter = pytest.mark.skipif(
+    INTERPRETER_BLOCKER is not None,
+    reason=f"not supported: this test's verdicts come from interpreter mode: "
+           f"{INTERPRETER_BLOCKER}")
 
 
 def bundled_profile_data(name: str = "nvidia-sm90") -> dict:

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 from triton_cts.execution.autotune_probe import atomic_updates, cpu_do_bench, observe_autotuning
 
 SUITE = "suites/test_atomics_autotune.py"
@@ -15,6 +15,7 @@ NO_RESET = f"{PLANTED}:layer_norm_backward_no_reset"
 CLOBBERED = f"{PLANTED}:max_all_atomic_reset_to_zero"
 
 
+@needs_interpreter
 def test_suite_catches_planted_faults_and_passes_references():
     result = run_pytest(SUITE, "--vendor", "nvidia-sm90", "--mode", "interpreter", "--mode",
                         "compile", "--op", "layer_norm_backward", "--op", "max_all",
@@ -164,6 +165,7 @@ def test_a_check_no_drawn_case_exercises_is_not_supported_not_failed(tmp_path):
         wrong()
 
 
+@needs_interpreter
 def test_a_failure_whose_replay_does_not_tune_again_is_reported_as_itself():
     """An implementation with its own tuning cache tunes a shape once per process, so
     hypothesis' replay of a failing case does not tune. The replay is still checked, and

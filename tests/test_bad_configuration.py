@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.helpers import bundled_profile_data, run_pytest, write_toml
+from tests.helpers import bundled_profile_data, needs_interpreter, run_pytest, write_toml
 from triton_cts.errors import UsageError
 from triton_cts.execution.size_budget import ENV_VAR, max_numel_override
 from triton_cts.ops import tolerances
@@ -329,6 +329,7 @@ def test_write_expectations_of_a_waived_check_keeps_its_entry(tmp_path):
         [waiver | {"source": ""}]
 
 
+@needs_interpreter
 def test_write_expectations_updates_the_file_given_as_expectations(tmp_path):
     path = tmp_path / "nvidia-sm90.toml"
     empty = f"{GRID}::test_empty_tensors[gelu-reference-nvidia-sm90-interpreter]"

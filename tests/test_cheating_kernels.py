@@ -11,7 +11,7 @@ import torch
 
 from suites import runner
 from suites import strategies as hh
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 from triton_cts.execution import modes
 from triton_cts.execution.modes import InputModified, InputRules, Mode, execute
 from triton_cts.ops.catalog import ALL_OPS
@@ -24,6 +24,7 @@ OPS = {op.name: op for op in ALL_OPS}
 SM80 = load_profiles()["nvidia-sm80"]
 
 
+@needs_interpreter
 def test_numerics_suite_catches_writes_into_inputs_and_reused_results():
     result = run_pytest("suites/test_numerics.py::test_matches_reference", "--vendor",
                         "nvidia-sm80", "--mode", "interpreter", "--op", "gelu",

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 from triton_cts.execution import launches
 from triton_cts.execution.grid_check import empty_grid, grid_violations
 from triton_cts.profiles import load_profiles
@@ -19,6 +19,7 @@ SKIPS_TAIL = f"{PLANTED}:gelu_grid_stride_skips_tail"
 EMPTY_GRID = f"{PLANTED}:softmax_launches_empty_grid"
 
 
+@needs_interpreter
 def test_suite_catches_planted_faults_and_passes_references():
     result = run_pytest(SUITE, "--vendor", "nvidia-sm90", "--mode", "interpreter", "--mode",
                         "compile", "--op", "softmax", "--op", "gelu", "--impl", "reference",
@@ -39,6 +40,7 @@ def test_suite_catches_planted_faults_and_passes_references():
     assert "reproduce: pytest" in out
 
 
+@needs_interpreter
 def test_empty_grid_on_an_empty_input_is_a_quality_warning(tmp_path):
     """Triton's CUDA and HIP launchers and its interpreter skip an empty grid: launching
     one for an input with no elements gives the right result, and is reported as a quality
@@ -158,6 +160,7 @@ def test_reference_dropout_mask_is_chunked(monkeypatch):
     assert 0.3 < whole.float().mean() < 0.7
 
 
+@needs_interpreter
 def test_tiny_derived_grid_limits_apply_only_to_launchers_that_take_the_profile():
     """Liger-Kernel's softmax launched grid (4,) under a derived profile whose grid limit is
     1 and failed: it never sees the profile. Such implementations are not supported by the

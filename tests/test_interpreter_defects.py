@@ -124,7 +124,7 @@ def test_interpreter_mode_is_blocked_only_where_it_was_not_verified(monkeypatch)
                                        ("3.9.0", "2.5.2", False)):
         monkeypatch.setattr(triton, "__version__", triton_v)
         monkeypatch.setattr(numpy, "__version__", numpy_v)
-        reason = modes._interpreter_blocker()
+        reason = modes.interpreter_blocker()
         assert (reason is not None) == blocked, (triton_v, numpy_v, reason)
         if blocked:
             assert "numpy 2.5.2" in reason and "numpy<2.5" in reason

@@ -2,7 +2,7 @@
 language-ops suite fail, naming the fault's implementation only."""
 import pytest
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 
 PLANTED = "tests.planted.language_op_faults"
 
@@ -19,6 +19,7 @@ PLANTED = "tests.planted.language_op_faults"
      "interpreter-float16 or interpreter-float32",
      "out of bound"),
 ])
+@needs_interpreter
 def test_language_ops_suite_catches(op, fault, test, dtypes, evidence):
     result = run_pytest(f"suites/test_language_ops.py::{test}", "--vendor", "nvidia-sm80",
                         "--mode", "interpreter", "--impl", f"{op}={PLANTED}:{fault}",

@@ -3,7 +3,7 @@ that names the fault; the reference primitives pass the same run (interpreter mo
 profile, the ci hypothesis profile: a few seconds each)."""
 import pytest
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 
 PLANTED = "tests.planted.language_faults"
 SUITE = "suites/test_language_math.py"
@@ -17,6 +17,7 @@ SUITE = "suites/test_language_math.py"
     ("tl_int_divmod", "divmod_python_style", "test_division_follows_c", "int32",
      "(Python's floor division)"),
 ])
+@needs_interpreter
 def test_language_suite_catches(op, fault, test, dtype, evidence):
     ids = [f"{SUITE}::{test}[{op}-{impl}-nvidia-sm80-interpreter-{dtype}]"
            for impl in ("reference", f"{PLANTED}:{fault}")]

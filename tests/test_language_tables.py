@@ -13,7 +13,7 @@ from triton_cts.ops.language import random as lrand
 from triton_cts.profiles import ProfileError, load_profiles
 from triton_cts.results import behaviour
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 
 PROFILES = load_profiles()
 WORDS, HIGH_WORDS = [1713891541, 4175744164], [501852170]
@@ -131,6 +131,7 @@ def test_generic_suites_never_take_primitives():
     assert ids and all(line.startswith("suites/test_compile.py") for line in ids), ids
 
 
+@needs_interpreter
 def test_report_carries_the_tables(tmp_path):
     out = tmp_path / "run.json"
     result = run_pytest("suites/test_language_math.py::test_float_to_int_truncates",

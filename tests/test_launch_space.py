@@ -6,6 +6,7 @@ from hypothesis import given, settings
 
 from kernels.matmul import matmul
 from suites import strategies as hh
+from tests.helpers import needs_interpreter
 from triton_cts.execution.launches import interpreted, record_launches
 from triton_cts.profiles import cdiv, load_profiles
 
@@ -41,6 +42,7 @@ def test_a_small_product_spans_several_tiles_and_a_ragged_group():
     assert launch.grid[0] == min(tiles, derived.max_grid_num) == tiles
 
 
+@needs_interpreter
 def test_the_report_lists_the_launch_coverage_and_its_gaps(tmp_path):
     """Each check's launches are kept, and the report gathers them per kernel: matmul's
     tiles and groups reached, and a boolean constexpr no check set the other way is a gap

@@ -10,6 +10,7 @@ from triton_cts.execution import launches
 from triton_cts.toolchains.cross_compile import compile_launch
 from triton_cts.execution.input_checks import UnsupportedDtypeError, WrongDeviceError
 from triton_cts.execution.launches import interpreted, record_launches
+from triton_cts.execution.interpreter_defects import known_defect
 from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import cdiv, load_profiles
 
@@ -292,14 +293,19 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
                 got = fn(x, profile=few)
             assert [launch.grid for launch in log] == [(6, 1, 1), (1, 1, 1)]
             torch.testing.assert_close(got, want)
-        with record_launches() as log:
-            max_all(x.bfloat16(), profile=few)  # 32 bf16 elements a block: 32 blocks
-        assert log[0].grid == (4, 1, 1)
         unlimited = few.derive(**{"launch.reduction_programs_per_compute_unit": 64,
                                   "launch.reduction_programs_per_compute_unit_32bit": 64})
         with record_launches() as log:
             max_all(x, profile=unlimited)
         assert log[0].grid == (63, 1, 1)
+        with record_launches() as log:
+            try:
+                max_all(x.bfloat16(), profile=few)  # 32 bf16 elements a block: 32 blocks
+            except Exception as exc:
+                if known_defect(exc) is None:
+                    raise
+                pytest.skip(f"not supported: {known_defect(exc)}")
+        assert log[0].grid == (4, 1, 1)
 
 
 def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 
 PLANTED = "tests.planted.gelu_faults"
 
@@ -15,6 +15,7 @@ PLANTED = "tests.planted.gelu_faults"
     # any non-contiguous layout exposes it; which one hypothesis reports depends on its search
     ("gelu_ignores_strides", re.compile(r"layout '(strided|transposed|sliced)'")),
 ])
+@needs_interpreter
 def test_numerics_suite_catches(fault, evidence):
     result = run_pytest("suites/test_numerics.py::test_matches_reference", "--vendor",
                         "nvidia-sm80", "--mode", "interpreter", "--impl", "reference",
@@ -51,6 +52,7 @@ NORM = "tests.planted.norm_faults"
     ("softmax", "softmax_block_without_loop", "test_numerics.py::test_matches_reference",
      "out of tolerance"),
 ])
+@needs_interpreter
 def test_suites_catch_classic_reduction_bugs(op, fault, suite, evidence):
     result = run_pytest(f"suites/{suite}", "--vendor", "nvidia-sm80", "--mode", "interpreter",
                         "--impl", "reference", "--impl", f"{op}={NORM}:{fault}", "--op", op,
@@ -62,6 +64,7 @@ def test_suites_catch_classic_reduction_bugs(op, fault, suite, evidence):
     assert "reproduce: pytest" in result.stdout
 
 
+@needs_interpreter
 def test_gradcheck_catches_a_wrong_backward():
     """A backward 1% off passes no gradcheck; the same run without the plant passes."""
     args = ("suites/test_gradcheck.py", "--vendor", "nvidia-sm80", "--mode", "interpreter",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 from triton_cts import CHECKOUT
 from triton_cts.results.report_io import load_report
 
@@ -51,6 +51,7 @@ def test_one_record_per_collected_check_in_every_suite(tmp_path, xdist):
         assert r["mode"] in ("device", "interpreter")
 
 
+@needs_interpreter
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["one-process", "xdist"])
 def test_a_failing_relation_is_recorded_and_fails_the_verdict(tmp_path, xdist):
     select = ("suites/test_relations.py", "--op", "softmax", "--vendor", "amd-gfx942",
@@ -69,6 +70,7 @@ def test_a_failing_relation_is_recorded_and_fails_the_verdict(tmp_path, xdist):
     assert "shift_invariance" in page.read_text()
 
 
+@needs_interpreter
 def test_a_suite_test_without_a_target_is_a_harness_error_record(tmp_path):
     suites = tmp_path / "suites"
     suites.mkdir()

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 from triton_cts import CHECKOUT
 from triton_cts.results.expectations import load_expectations
 from triton_cts.results.report_io import load_report
@@ -19,6 +19,7 @@ NUMERICS = "suites/test_numerics.py::test_matches_reference"
 USAGE_ERROR = 4
 
 
+@needs_interpreter
 def test_clean_run_writes_json_and_html_and_conforms(tmp_path):
     out, page = tmp_path / "r.json", tmp_path / "r.html"
     result = run_pytest("suites/test_numerics.py", *GELU, "--mode", "interpreter",
@@ -40,6 +41,7 @@ def test_clean_run_writes_json_and_html_and_conforms(tmp_path):
     assert "triton-cts: CONFORMS: 12 checks" in page.read_text()
 
 
+@needs_interpreter
 def test_failures_expectations_and_junit(tmp_path):
     expect = tmp_path / "nvidia-sm90.toml"
     expect.write_text(textwrap.dedent(f"""
@@ -132,6 +134,7 @@ def test_crash(target):
 '''
 
 
+@needs_interpreter
 def test_every_status_from_a_real_run(tmp_path):
     """Each outcome a suite can have maps to its status, through xdist (where a worker
     crash is only seen by the controller)."""

@@ -3,7 +3,8 @@ import warnings
 
 import pytest
 
-from triton_cts.execution.modes import Mode, parse_modes, unsupported_reason
+from triton_cts.execution.modes import (Mode, interpreter_blocker, parse_modes,
+                                        unsupported_reason)
 from triton_cts.profiles import load_profiles
 from triton_cts.errors import UsageError
 from triton_cts.profiles.vendor_selection import (DeviceInfo, UnknownDeviceWarning, match_device,
@@ -86,4 +87,5 @@ def test_unsupported_reasons_say_why():
     # NPU compile mode runs the IO lint on upstream TTIR; the bishengir lowering that needs
     # triton-ascend is reported by the compile suite itself
     assert unsupported_reason(Mode.COMPILE, npu, None) is None
-    assert unsupported_reason(Mode.INTERPRETER, npu, None) is None
+    # the interpreter runs on every CPU, except beside a numpy its Triton is not verified with
+    assert unsupported_reason(Mode.INTERPRETER, npu, None) == interpreter_blocker()

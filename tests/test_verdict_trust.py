@@ -16,7 +16,7 @@ from reports.__main__ import main as reports_main
 from reports.diff import diff
 from reports.html import render
 from reports.merge import merge
-from tests.helpers import run_pytest
+from tests.helpers import needs_interpreter, run_pytest
 from triton_cts import CHECKOUT
 from triton_cts.results.records import (conforms, outcome, run_problems, split_properties,
                                         verdict)
@@ -241,6 +241,7 @@ def test_html_check_list_puts_the_furthest_out_of_bounds_first(tmp_path):
 
 
 # ---- real runs: interrupted by a signal ----------------------------------------------------
+@needs_interpreter
 @pytest.mark.parametrize("sig, workers", [("SIGINT", ()), ("SIGTERM", ()),
                                           ("SIGTERM", ("-n", "2")), ("SIGINT", ("-n", "2"))])
 def test_a_signal_writes_an_interrupted_report(tmp_path, sig, workers):

@@ -58,7 +58,7 @@ def _upstream_backends() -> set[str]:
     return {names.get(b, b) for b in backends}
 
 
-def _interpreter_blocker() -> str | None:
+def interpreter_blocker() -> str | None:
     """Known-broken interpreter environments. Triton <= 3.6 turned a scalar tensor into an
     index with int() on a one-element array, which numpy >= 2.4 refuses; launches.py
     patches that, and under numpy 2.4 the sm90 interpreter suite then failed the same
@@ -100,7 +100,7 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
         if profile.backend not in _upstream_backends():
             return f"this Triton build has no '{profile.backend}' backend"
         return None
-    return _interpreter_blocker()
+    return interpreter_blocker()
 
 
 #: The torch device of device mode (its streams are ``torch.cuda``'s, on ROCm too).
