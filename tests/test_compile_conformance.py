@@ -2,7 +2,6 @@
 spills and low occupancy warn, golden stats catch changes, the IO lint flags what a SIMD
 NPU lowers badly."""
 import json
-import warnings
 
 import pytest
 import torch
