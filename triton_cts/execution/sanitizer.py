@@ -261,9 +261,10 @@ def _find_spec(package: str):
 def sanitizer_command(binary: str, tool: str, log: str, target: list[str]) -> list[str]:
     """The command that runs ``target`` under ``binary --tool tool``, writing its report
     to ``log`` only (the target's own output is left alone) and leaving the exit status
-    to the target."""
+    to the target: no ``--error-exitcode``, which, set to 0, made a run whose checks
+    failed exit 0 wherever the tool found an error (compute-sanitizer 2025.3)."""
     return [binary, "--tool", tool, "--log-file", log,
-            "--print-limit", str(PRINT_LIMIT), "--error-exitcode", "0",
+            "--print-limit", str(PRINT_LIMIT),
             "--report-api-errors", "no", "--show-backtrace", "no",
             "--require-cuda-init", "no", *TOOL_OPTIONS.get(tool, ()), *target]
 
@@ -468,7 +469,10 @@ class Sanitizer:
         if hasattr(report, "wasxfail"):  # an expected failure stays expected
             report.sections.append((f"compute-sanitizer {self.tool}", message))
         elif report.failed:
-            report.sections.append((f"compute-sanitizer {self.tool}", message))
+            # the cause leads the section: the short summary that also carries it is cut
+            # to the terminal's width, and a long check id leaves it no room
+            report.sections.append((f"compute-sanitizer {self.tool}",
+                                    f"{summary(self.tool, errors)}\n\n{message}"))
             crash = getattr(report.longrepr, "reprcrash", None)
             if crash is not None:
                 crash.message = f"{summary(self.tool, errors)}; {crash.message}"
