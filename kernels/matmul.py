@@ -384,14 +384,18 @@ def _tma_autotuner(profile: Profile):
     return ("tma", tuple(tuple(sorted(t.items())) for t in tables), shared), make
 
 
-def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bool) -> bool:
+def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bool,
+               any_size: bool = False) -> bool:
     """Whether the tensor-descriptor kernel runs this product: the profile has its configs
     (``autotune.matmul_tma``: the target has tensor descriptors and they were measured
-    faster), and every matrix is what a descriptor takes (unit stride along its rows,
-    16-byte aligned base and row stride): 16-bit A, B and C row-major (C is allocated
+    faster), the product is larger than ``launch.matmul_pointer_max_work`` (M*N*K; unless
+    ``any_size``), and every matrix is what a descriptor takes (unit stride along its
+    rows, 16-byte aligned base and row stride): 16-bit A, B and C row-major (C is allocated
     contiguous), or float32 as tf32 on a target whose tf32 dots read K-major operands,
     A row-major and B K-major (C is then stored through pointers)."""
     if not profile.has_autotune_configs("matmul_tma"):
+        return False
+    if not any_size and a.shape[0] * a.shape[1] * b.shape[1] <= profile.matmul_pointer_max_work:
         return False
     elem = a.element_size()
 
@@ -478,6 +482,25 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
     ``input_precision`` of float32 dots: "tf32" or "ieee"; None: tf32 where the profile's
     tensor cores run it (``dtypes.tf32``), else ieee."""
+    return _matmul(a, b, profile, input_precision, any_size=False)
+
+
+def matmul_tma(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
+               input_precision: str | None = None) -> torch.Tensor:
+    """:func:`matmul` with the tensor-descriptor kernel at every size where the matrices
+    allow it, small products included (:func:`matmul` runs those up to
+    ``launch.matmul_pointer_max_work`` on the pointer kernel, whose launch costs less): the
+    variant through which the suites, which draw small products, check that kernel. A
+    profile without ``[[autotune.matmul_tma]]`` configs declines it."""
+    if not profile.has_autotune_configs("matmul_tma"):
+        raise UnsupportedDtypeError(f"matmul_tma: profile '{profile.name}' has no "
+                                    f"tensor-descriptor matmul ([[autotune.matmul_tma]] in "
+                                    f"{profile.source})")
+    return _matmul(a, b, profile, input_precision, any_size=True)
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
+            any_size: bool) -> torch.Tensor:
     _CHECKS.checked(profile, (input_precision, signature(a, b)), a, _check, a, b,
                     input_precision, profile)
     M, K = a.shape
@@ -498,7 +521,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
             a = _contiguous(a, profile)
         if b.stride(0) != 1:
             b = _contiguous(b.t(), profile).t()
-    if _takes_tma(a, b, profile, fp32_tf32):
+    if _takes_tma(a, b, profile, fp32_tf32, any_size):
         _matmul_tma(a, b, c, profile)
         return c
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731

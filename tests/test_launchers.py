@@ -411,7 +411,7 @@ def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allo
     small = SM90.derive(name="nvidia-sm90~small-tma", **{
         "autotune.matmul_tma": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16,
                                  "GROUP_SIZE_M": 2, "num_warps": 1, "num_stages": 1}],
-        "limits.compute_units": 3})
+        "limits.compute_units": 3, "launch.matmul_pointer_max_work": 1})
     gfx942 = load_profiles()["amd-gfx942"]
     torch.manual_seed(0)
     a16, b16 = torch.randn(40, 48, dtype=torch.float16), torch.randn(48, 64, dtype=torch.float16)
@@ -438,6 +438,25 @@ def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allo
             assert [launch.grid for launch in log] == [(3, 1, 1)]
 
 
+def test_small_products_take_the_pointer_kernel_and_the_tma_variant_does_not():
+    """Up to ``launch.matmul_pointer_max_work`` (M*N*K; 512^3 on sm90) matmul runs the
+    pointer kernel, whose launch costs less; past it the tensor-descriptor kernel.
+    ``matmul_tma`` takes the descriptor kernel at every size, and a profile without its
+    configs declines it, naming the table."""
+    from kernels.matmul import matmul, matmul_tma
+    assert SM90.matmul_pointer_max_work == 512 ** 3
+    a = torch.empty(512, 512, dtype=torch.bfloat16, device="meta")
+    for b, fn, kernel in ((a, matmul, "_matmul_kernel"),
+                          (torch.empty(512, 528, dtype=torch.bfloat16, device="meta"), matmul,
+                           "_matmul_tma_kernel"),
+                          (a[:8, :8], matmul_tma, "_matmul_tma_kernel")):
+        with launches.capture_launches() as log:
+            fn(a if b.shape[0] == 512 else a[:8, :8], b, profile=SM90)
+        assert {launch.name for launch in log} == {kernel}, (b.shape, fn)
+    with pytest.raises(UnsupportedDtypeError, match=r"amd-gfx942.*autotune\.matmul_tma"):
+        matmul_tma(a, a, profile=load_profiles()["amd-gfx942"])
+
+
 @pytest.mark.parametrize("shape, max_grid", [((37, 53), 65535), ((64, 64), 2), ((1, 5), 1),
                                              ((130, 3), 65535)])
 def test_contiguous_copies_any_view(shape, max_grid):
@@ -457,7 +476,7 @@ def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
     """Every autotune config of the tensor-descriptor kernel is captured for compilation
     with its own tile shapes: a config's pre-hook sets the descriptors' block shapes, and
     the next config's must not change what an earlier capture holds."""
-    from kernels.matmul import matmul
+    from kernels.matmul import matmul_tma as matmul
     from triton_cts.toolchains.cross_compile import every_autotune_config
     a = torch.empty(512, 512, dtype=torch.bfloat16, device="meta")
     with every_autotune_config(), launches.capture_launches() as log:

@@ -76,6 +76,9 @@ MATMUL = OpSpec(
                "bf16 tl.dot returns wrong values in Triton's interpreter"},
     # one aligned shape and one with ragged M and K (N is drawn by make_args)
     compile_shapes=((512, 512), (300, 77)),
+    # the tensor-descriptor kernel at every size: the default runs products up to the
+    # profile's launch.matmul_pointer_max_work, all the suites draw, on the pointer kernel
+    variants={"tma": "kernels.matmul:matmul_tma"},
 )
 
 OPS = (MATMUL,)

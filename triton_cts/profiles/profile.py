@@ -316,6 +316,13 @@ class Profile:
                 for op, per_dtype in self.data.get("tolerances", {}).items()
                 for dt, tol in per_dtype.items()]
 
+    @property
+    def matmul_pointer_max_work(self) -> int:
+        """M*N*K up to which matmul runs its pointer kernel on a target that also has its
+        tensor-descriptor kernel (``launch.matmul_pointer_max_work``; 0 where absent: every
+        size the descriptors take runs that kernel)."""
+        return self.data["launch"].get("matmul_pointer_max_work", 0)
+
     def has_autotune_configs(self, op: str) -> bool:
         """Whether ``[autotune]`` lists configs for ``op`` (without copying them)."""
         return self.data.get("autotune", {}).get(op) is not None

@@ -237,6 +237,9 @@ SCHEMA: dict[str, Any] = {
         "row_reduction_programs_per_compute_unit": _optional_count(
             "programs per compute unit the max_dim row kernel keeps before it stacks rows; 1 "
             "where absent"),
+        "matmul_pointer_max_work": _optional_count(
+            "M*N*K up to which matmul runs its pointer kernel where the profile also has "
+            "[[autotune.matmul_tma]] configs; every size takes those where absent"),
         "default_num_warps": Field(_is_pow2, "a power of two"),
         "num_warps_by_block": Field(_is_threshold_table, _TABLE),
         "num_warps_by_block_32bit": _warps_table(
