@@ -16,7 +16,9 @@ never stored) and the K tail is zeroed with a select instead. Strides are passed
 transposed or sliced inputs work as they are.
 
 Where the profile has ``[[autotune.matmul_tma]]`` configs (targets with tensor descriptors,
-TMA on Hopper, where they were measured faster), 16-bit products whose matrices a
+TMA on Hopper, where they were measured faster), 16-bit products larger than the
+profile's ``launch.matmul_pointer_max_work`` (M*N*K: smaller ones launch faster through
+pointers, Triton encoding host descriptors on every launch) whose matrices a
 descriptor takes (unit column stride, 16-byte aligned base and rows) run a persistent
 kernel instead: one program per compute unit walks the tiles in the same grouped order,
 loading tiles through descriptors, which also bound the ragged edges; so do float32
