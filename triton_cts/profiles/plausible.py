@@ -49,6 +49,8 @@ PLAUSIBLE: dict[str, Range] = {
         "row_reduction_programs_per_compute_unit", "online_programs_per_compute_unit_32bit")},
     "launch.row_reduction_step_bytes": _BLOCK_BYTES,
     "launch.row_reduction_step_bytes_32bit": _BLOCK_BYTES,
+    "launch.matmul_pointer_max_work": Range(1, 2**63 - 1, "M*N*K of a product: 512^3 "
+                                            "on the Hopper profiles"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),
     "launch.num_warps_by_block": Range(1, 1 << 20, "block elements and warps: a Triton block "
                                                    "holds at most 2^20 elements"),
