@@ -24,8 +24,9 @@ Refresh after an intended change (or for a new Triton version)::
     python -m triton_cts.toolchains.golden refresh --op matmul     # only these checks' entries
 
 ``TRITON_CTS_GOLDEN_DIR`` points at golden files kept outside the checkout (a vendor's
-fork, say). Writes are atomic (a temporary file renamed over the old one) and serialized with a lock,
-so pytest-xdist workers refreshing one profile's file do not lose each other's entries.
+fork, say). Writes are atomic (a temporary file renamed over the old one) and serialized
+with a lock, so pytest-xdist workers refreshing one profile's file do not lose each
+other's entries.
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ UPDATE_ENV = "TRITON_CTS_UPDATE_GOLDEN"
 #: compares nothing (how :func:`remeasure` reads a fresh process's numbers).
 MEASURE_ENV = "TRITON_CTS_GOLDEN_MEASURE"
 #: Seconds a fresh-process recompile may take (the gfx942 attention check, every autotune
-#: config, compiles in about 90 s on two cores).
+#: config, took 18 s on two cores, start-up included).
 REMEASURE_TIMEOUT_S = 900
 #: Stat -> (relative, absolute) change allowed before it counts as a regression: the
 #: larger of the two. 8 registers is AMD's VGPR allocation granule. A kernel that spills
