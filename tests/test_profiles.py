@@ -71,6 +71,13 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
      "launch.layer_norm_backward_column_tile", "programs per compute unit (>= 1)"),
     (lambda d: d["launch"].update(layer_norm_backward_column_tile=[32, 128, 64, 8]),
      "launch.layer_norm_backward_column_tile[2]", "exceeds limits.max_num_warps = 32"),
+    (lambda d: d["launch"].update(layer_norm_backward_row_group_tile=[2, 2048, 8, 2, 3]),
+     "launch.layer_norm_backward_row_group_tile", "optionally row blocks in flight (1, or 2"),
+    (lambda d: d["launch"].update(layer_norm_backward_row_group_tile_32bit=[1, 4096, 32, 4]),
+     "launch.layer_norm_backward_row_group_tile_32bit[3]",
+     "4 programs of 32 warps exceed the 64 warps a compute unit holds"),
+    (lambda d: d["launch"].update(layer_norm_backward_row_group_tile=[1, 4096, 8]),
+     "launch.layer_norm_backward_row_group_tile", "a list of 4 or 5 ints"),
     (lambda d: d["autotune"]["matmul_tma"][1].update(C_SPLIT=4), "autotune.matmul_tma[1].C_SPLIT",
      "expected one of (1, 2), got 4"),
     (lambda d: d["autotune"]["matmul_tma"][1].update(FLATTEN=True),
@@ -104,6 +111,15 @@ def test_resident_programs_need_a_register_cap(tmp_path):
     with pytest.raises(ProfileError, match="maxnreg.*target.backend is 'hip'") as info:
         load_profile(path)
     assert info.value.field == "launch.num_warps_by_block[0]"
+
+
+def test_row_groups_wait_for_each_other_so_need_a_register_cap(tmp_path):
+    # the programs of a group wait at a counter: their residency rests on maxnreg (CUDA)
+    path = _mutate(tmp_path, lambda d: d["launch"].update(
+        layer_norm_backward_row_group_tile=[1, 1024, 4, 2]), name="amd-gfx942")
+    with pytest.raises(ProfileError, match="maxnreg.*target.backend is 'hip'") as info:
+        load_profile(path)
+    assert info.value.field == "launch.layer_norm_backward_row_group_tile[3]"
 
 
 def test_name_must_match_file_stem(tmp_path):

@@ -231,11 +231,17 @@ class Profile:
         warps, programs = self._warps_entry(block, dtype, table)
         options = {"num_warps": warps}
         if programs and (dtype is None or dtype.itemsize <= 4):
-            unit = self.data["compile"].get("register_allocation_unit", 1)
-            per_warp = self.data["limits"]["registers_per_sm"] // (programs * warps)
-            cap = per_warp // unit * unit // self.warp_size
-            options["maxnreg"] = min(self.registers_per_thread or cap, cap)
+            options.update(self.register_cap(programs, warps))
         return options
+
+    def register_cap(self, programs: int, warps: int) -> dict[str, int]:
+        """``{"maxnreg": n}``: the registers a thread may use so that ``programs`` programs
+        of ``warps`` warps fit in ``limits.registers_per_sm``, a warp's registers counted
+        in ``compile.register_allocation_unit`` as the occupancy model counts them."""
+        unit = self.data["compile"].get("register_allocation_unit", 1)
+        per_warp = self.data["limits"]["registers_per_sm"] // (programs * warps)
+        cap = per_warp // unit * unit // self.warp_size
+        return {"maxnreg": min(self.registers_per_thread or cap, cap)}
 
     def _warps_entry(self, block: int, dtype: torch.dtype | None,
                      table: str) -> tuple[int, int]:
@@ -281,10 +287,23 @@ class Profile:
         the rows) on ``dtype`` data, where the profile measured one
         (``launch.layer_norm_backward_column_tile``, ``_32bit`` for 32-bit and wider data);
         None where the launcher derives it."""
+        return self._tile_for("layer_norm_backward_column_tile", dtype)
+
+    def layer_norm_backward_row_group_tile(
+            self, dtype: torch.dtype) -> tuple[int, int, int, int] | None:
+        """(rows a meeting, columns a program, num_warps, programs kept resident per compute
+        unit[, row blocks in flight]) of the layer-norm row-group backward (a row split
+        over a group of resident programs that exchange their partial sums) on ``dtype``
+        data (``launch.layer_norm_backward_row_group_tile``, ``_32bit`` for 32-bit and
+        wider data); None where the profile has none: the strategy is then not taken."""
+        return self._tile_for("layer_norm_backward_row_group_tile", dtype)
+
+    def _tile_for(self, field: str, dtype: torch.dtype) -> tuple | None:
+        """``launch.<field>`` (``<field>_32bit`` for 32-bit and wider data, where present)."""
         launch = self.data["launch"]
-        tile = launch.get("layer_norm_backward_column_tile")
+        tile = launch.get(field)
         if dtype.itemsize >= 4:
-            tile = launch.get("layer_norm_backward_column_tile_32bit", tile)
+            tile = launch.get(f"{field}_32bit", tile)
         return None if tile is None else tuple(tile)
 
     def capped_grid(self, programs: int) -> int:

@@ -137,6 +137,16 @@ def _column_tile_field(what: str) -> "Field":
         f"compute unit (>= 1) {what}", required=False)
 
 
+def _row_group_tile_field(what: str) -> "Field":
+    return Field(
+        lambda v: _is_list_of(_is_int)(v) and len(v) in (4, 5)
+        and all(_is_pow2(n) for n in v[:3]) and v[3] >= 1 and v[4:] in ([], [1], [2]),
+        f"a list of 4 or 5 ints: [rows a meeting, columns, num_warps] (powers of two), "
+        f"programs kept resident per compute unit (>= 1) and optionally row blocks in "
+        f"flight (1, or 2: the next rows' loads issued before each meeting) {what}",
+        required=False)
+
+
 def _is_threshold_table(v):
     return _is_list_of(lambda p: _is_list_of(_is_pos_int)(p) and len(p) in (2, 3))(v)
 
@@ -271,6 +281,11 @@ SCHEMA: dict[str, Any] = {
             "field is absent)"),
         "layer_norm_backward_column_tile_32bit": _column_tile_field(
             "of the layer-norm column backward on 32-bit and wider data"),
+        "layer_norm_backward_row_group_tile": _row_group_tile_field(
+            "of the layer-norm row-group backward on 16-bit data (all data where the _32bit "
+            "field is absent)"),
+        "layer_norm_backward_row_group_tile_32bit": _row_group_tile_field(
+            "of the layer-norm row-group backward on 32-bit data"),
     },
     "io": {
         "load": Field(_one_of(*LOAD_STRATEGIES), f"one of {LOAD_STRATEGIES}"),
@@ -397,6 +412,10 @@ def _check_resident_programs(source: str, where: str, programs: int, warps: int,
                            "compile.max_waves_per_simd)")
 
 
+_ROW_GROUP_TILES = ("layer_norm_backward_row_group_tile",
+                    "layer_norm_backward_row_group_tile_32bit")
+
+
 def _check_consistency(d: dict, source: str) -> None:
     """Cross-field checks: values that are well-typed but describe impossible hardware."""
     t, lim, la = d["target"], d["limits"], d["launch"]
@@ -436,11 +455,15 @@ def _check_consistency(d: dict, source: str) -> None:
                 _check_resident_programs(source, where, resident[0], warps, d)
             prev = block
     for tile in ("column_sum_tile", "layer_norm_backward_column_tile",
-                 "layer_norm_backward_column_tile_32bit"):
+                 "layer_norm_backward_column_tile_32bit", *_ROW_GROUP_TILES):
         if tile in la and la[tile][2] > lim["max_num_warps"]:
             raise ProfileError(source, f"launch.{tile}[2]",
                                f"num_warps {la[tile][2]} exceeds "
                                f"limits.max_num_warps = {lim['max_num_warps']}")
+    for tile in _ROW_GROUP_TILES:
+        # the programs of a group wait for each other: all must be resident at once
+        if tile in la:
+            _check_resident_programs(source, f"launch.{tile}[3]", la[tile][3], la[tile][2], d)
     if la["max_grid_num"] > min(lim["grid_max"][0], lim["grid_max_product"]):
         raise ProfileError(source, "launch.max_grid_num",
                            f"{la['max_grid_num']} exceeds the grid limit of axis 0 or the product")
