@@ -226,9 +226,19 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     # (several column blocks and row splits, a ragged last split), with no draw of its
     # own, so that every other example stays what it was
     column_tile = [*derived.column_sum_tile, derived.partials_per_compute_unit]
-    return derived.derive(name=derived.name, **{
-        f"launch.layer_norm_backward_column_tile{suffix}": column_tile
-        for suffix in ("", "_32bit")})
+    tiles = {f"launch.layer_norm_backward_column_tile{suffix}": column_tile
+             for suffix in ("", "_32bit")}
+    if "layer_norm_backward_row_group_tile" in profile.data["launch"]:
+        # the row-group backward likewise: slices of 2 to 16 columns, so that short rows
+        # are split over groups of several programs (on few compute units: some rows
+        # need more programs than are resident and take the column strategy), one or two
+        # rows a meeting, the next rows loaded ahead where four or eight were drawn
+        rows, cols, warps = derived.column_sum_tile
+        group_tile = [min(rows, 2), cols, warps, derived.partials_per_compute_unit,
+                      2 if rows >= 4 else 1]
+        tiles |= {f"launch.layer_norm_backward_row_group_tile{suffix}": group_tile
+                  for suffix in ("", "_32bit")}
+    return derived.derive(name=derived.name, **tiles)
 
 
 def _small_warps(profile: Profile) -> st.SearchStrategy[int]:

@@ -9,7 +9,8 @@ import torch
 import triton
 
 from kernels.l2_hints import l2_hints
-from kernels.layer_norm import layer_norm, layer_norm_backward, layer_norm_backward_tiled, rms_norm
+from kernels.layer_norm import (layer_norm, layer_norm_backward, layer_norm_backward_columns,
+                                layer_norm_backward_tiled, rms_norm)
 from kernels.softmax import softmax, softmax_backward_looped
 from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import load_profiles
@@ -23,7 +24,8 @@ SM90 = PROFILES["nvidia-sm90"]
 def _long_rows(x, w):
     profile = _long_rows.profile
     out = layer_norm(x, w, w, profile=profile)
-    layer_norm_backward(x, x, w, w, out.mean, out.rstd, profile=profile)  # the columns
+    layer_norm_backward(x, x, w, w, out.mean, out.rstd, profile=profile)  # row groups
+    layer_norm_backward_columns(x, x, w, w, out.mean, out.rstd, profile=profile)
     layer_norm_backward_tiled(x, x, w, w, out.mean, out.rstd, profile=profile)
     rms_norm(x, w, profile=profile)
     y = softmax(x, profile=profile)
@@ -59,6 +61,8 @@ def test_two_pass_kernels_keep_the_first_read_and_stream_the_second():
     # again only after every row): streamed; the column kernel's one pass: no hint
     assert found["_layer_norm_bwd_row_sums_kernel"] == {"evict_first"}
     assert found["_layer_norm_bwd_columns_kernel"] == set()
+    # the row groups read each element once
+    assert found["_layer_norm_bwd_row_groups_kernel"] == set()
 
 
 def test_a_profile_without_the_field_gives_no_hints():

@@ -502,11 +502,11 @@ def test_compile_mode_keeps_each_configs_tensor_descriptor_tiles():
 
 
 @pytest.mark.parametrize("rows", [5, 37])
-def test_long_rows_take_the_column_backward_in_splits(rows):
+def test_the_column_backward_takes_long_rows_in_splits(rows):
     """Rows past the fused backward: one row-sums launch, one column launch over (column
     block, split) pairs, one column sum of the splits' partials; the same gradients as
     the tiled strategy to float32 rounding."""
-    from kernels.layer_norm import layer_norm, layer_norm_backward, layer_norm_backward_tiled
+    from kernels.layer_norm import layer_norm, layer_norm_backward_columns, layer_norm_backward_tiled
     derived = SM90.derive(**{"launch.max_fused_size_bytes": 256, "limits.compute_units": 3,
                              "launch.layer_norm_backward_column_tile_32bit": [4, 32, 1, 4]})
     gen = torch.Generator().manual_seed(0)
@@ -515,7 +515,7 @@ def test_long_rows_take_the_column_backward_in_splits(rows):
     with interpreted():
         out = layer_norm(x, w, b, profile=derived)
         with record_launches() as log:
-            got = layer_norm_backward(dy, x, w, b, out.mean, out.rstd, profile=derived)
+            got = layer_norm_backward_columns(dy, x, w, b, out.mean, out.rstd, profile=derived)
         want = layer_norm_backward_tiled(dy, x, w, b, out.mean, out.rstd, profile=derived)
     names = [entry.kernel.__name__ for entry in log]
     assert names == ["_layer_norm_bwd_row_sums_kernel", "_layer_norm_bwd_columns_kernel",

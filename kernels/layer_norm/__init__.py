@@ -1,4 +1,4 @@
-"""Layer norm and RMS norm over the last dimension: forward and four backward strategies.
+"""Layer norm and RMS norm over the last dimension: forward and five backward strategies.
 
     x'   = dropout(x * rowscale) + residual        (each piece optional)
     y    = (x' - mean) * rstd * weight + bias      rstd = 1 / sqrt(var(x') + eps)
@@ -12,6 +12,8 @@ The family is split where it divides:
 - :mod:`.backward`: the fused backward kernel, its two strategies (atomic, partial) and
   the dispatch among all four;
 - :mod:`.long_rows`: the tiled and column strategies for rows past the fused backward;
+- :mod:`.row_groups`: rows past it split over groups of resident programs (the default
+  where the profile has its tile);
 - :mod:`.column_sums`: the fixed-order column sum of partial rows (partial, columns);
 - :mod:`.autograd`: differentiable wrappers for gradcheck.
 
@@ -21,6 +23,7 @@ from .autograd import LayerNormFunction, layer_norm_autograd, rms_norm_autograd
 from .backward import (layer_norm_backward, layer_norm_backward_atomic,
                        layer_norm_backward_partial, rms_norm_backward)
 from .long_rows import layer_norm_backward_columns, layer_norm_backward_tiled
+from .row_groups import layer_norm_backward_row_groups
 from .forward import (LayerNormOutput, layer_norm, layer_norm_forward,
                       layer_norm_residual_dropout, rms_norm)
 from .tiles import DTYPES, MASK_DTYPES, STAT_DTYPES
@@ -29,7 +32,8 @@ __all__ = [
     "DTYPES", "STAT_DTYPES", "MASK_DTYPES", "LayerNormOutput", "LayerNormFunction",
     "layer_norm", "layer_norm_forward", "layer_norm_residual_dropout", "rms_norm",
     "layer_norm_backward", "layer_norm_backward_atomic", "layer_norm_backward_partial",
-    "layer_norm_backward_tiled", "layer_norm_backward_columns", "rms_norm_backward",
+    "layer_norm_backward_tiled", "layer_norm_backward_columns",
+    "layer_norm_backward_row_groups", "rms_norm_backward",
     "layer_norm_autograd",
     "rms_norm_autograd",
 ]

@@ -1,4 +1,4 @@
-"""Layer norm and RMS norm backward: four strategies for the weight and bias gradients.
+"""Layer norm and RMS norm backward: five strategies for the weight and bias gradients.
 
 With x the tensor that was normalized (x' of the forward: its residual_out when a
 residual, rowscale or dropout was used):
@@ -21,9 +21,11 @@ reduces over columns, so the strategies differ in how the row sums are combined:
   profile's partials_per_compute_unit programs per compute unit; a second kernel sums the
   rows in a fixed order (:mod:`.column_sums`). Bitwise reproducible for a given profile
   and shape.
-- tiled and columns (:mod:`.long_rows`): for rows beyond half the fused tile (the fused
-  backward holds about twice the forward's arrays a column); columns is the default, and
-  the atomic and partial strategies hand such rows to it.
+- tiled and columns (:mod:`.long_rows`), row groups (:mod:`.row_groups`): for rows beyond
+  half the fused tile (the fused backward holds about twice the forward's arrays a
+  column). The atomic and partial strategies hand such rows to row groups where the
+  profile has their tile and a row's programs fit those the device keeps resident, to
+  columns otherwise.
 
 The dropout backward reads the forward's stored keep-mask rather than regenerating it.
 """
@@ -43,7 +45,7 @@ from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from .column_sums import _sum_partials
-from .long_rows import _backward_columns, layer_norm_backward_columns
+from .row_groups import _backward_long_rows
 from ..fast_launch import PlannedLaunch, launch, launch_plan
 from ..row_align import aligned, row_align
 
@@ -205,7 +207,7 @@ def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dr
                           dropout_p, dresidual_out, has_residual, profile: Profile):
     """What the fused strategies share before their kernels: checked operands, and the
     finished gradients when there is nothing to launch (empty input) or the rows are
-    longer than the fused backward takes (handed to the column strategy); None otherwise."""
+    longer than the fused backward takes (handed to the long-row strategies); None otherwise."""
     p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
                                          dropout_mask, dropout_p, dresidual_out, has_residual,
                                          profile)
@@ -213,7 +215,7 @@ def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dr
     if n_rows == 0 or n_cols == 0:
         return p, dropout_scale, _grads(p)
     if not _fits_fused_backward(n_cols, x.dtype, profile):
-        return p, dropout_scale, _backward_columns(p, dropout_scale, profile)
+        return p, dropout_scale, _backward_long_rows(p, dropout_scale, profile)
     return p, dropout_scale, None
 
 
@@ -222,8 +224,9 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
                                dresidual_out=None, has_residual: bool = False,
                                profile: Profile):
     """Backward with dweight/dbias accumulated by tl.atomic_add (float32 buffers, float64
-    for float64 inputs); rows per program autotuned. Rows beyond half the fused tile use
-    the column strategy. See :func:`layer_norm_backward` for the arguments."""
+    for float64 inputs); rows per program autotuned. Rows beyond half the fused tile take
+    the long-row strategies (row groups or columns). See :func:`layer_norm_backward` for
+    the arguments."""
     op = "layer_norm_backward_atomic"
     p, dropout_scale, done = _start_fused_backward(
         op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
@@ -262,8 +265,8 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     """Deterministic backward: one row of dweight/dbias partials per program (at most the
     profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
     by a second kernel. Bitwise reproducible for a given profile and shape. Rows beyond
-    half the fused tile use the column strategy. See :func:`layer_norm_backward` for the
-    arguments."""
+    half the fused tile take the long-row strategies (row groups or columns). See
+    :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_partial"
     p, dropout_scale, done = _start_fused_backward(
         op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
@@ -304,7 +307,8 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
                         rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
                         dresidual_out=None, has_residual: bool = False, profile: Profile):
     """Gradients of :func:`layer_norm`: the deterministic partial-sum strategy when a row
-    fits the fused backward (half the fused tile), the column strategy otherwise.
+    fits the fused backward (half the fused tile), row groups beyond it where the profile
+    has their tile (:mod:`.row_groups`), the column strategy otherwise.
 
     ``x`` is the tensor that was normalized (the forward's ``residual_out`` when it is not
     None), ``mean``/``rstd`` the forward's (``mean`` unused with ``rms=True``). With
@@ -315,13 +319,11 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
     ``x'`` plus ``dresidual_out``, before dropout and rowscale (dx is that times
     keep / (1 - p) * rowscale).
     """
-    if _fits_fused_backward(x.shape[-1] if x.ndim else 1, x.dtype, profile):
-        strategy = layer_norm_backward_partial
-    else:
-        strategy = layer_norm_backward_columns
-    return strategy(dy, x, weight, bias, mean, rstd, rms=rms, rowscale=rowscale,
-                    dropout_mask=dropout_mask, dropout_p=dropout_p,
-                    dresidual_out=dresidual_out, has_residual=has_residual, profile=profile)
+    # the partial strategy hands rows past the fused backward to the long-row ones
+    return layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, rms=rms,
+                                       rowscale=rowscale, dropout_mask=dropout_mask,
+                                       dropout_p=dropout_p, dresidual_out=dresidual_out,
+                                       has_residual=has_residual, profile=profile)
 
 
 

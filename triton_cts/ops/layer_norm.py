@@ -160,10 +160,12 @@ LAYER_NORM_BACKWARD = OpSpec(
         "partial": "kernels.layer_norm:layer_norm_backward_partial",
         "tiled": "kernels.layer_norm:layer_norm_backward_tiled",
         "columns": "kernels.layer_norm:layer_norm_backward_columns",
+        "row_groups": "kernels.layer_norm:layer_norm_backward_row_groups",
     },
     # partial sums in a fixed order (the default strategies: partial where a row fits the
-    # fused tile, columns beyond)
-    deterministic=("reference", "reference/partial", "reference/columns"),
+    # fused tile, row groups or columns beyond)
+    deterministic=("reference", "reference/partial", "reference/columns",
+                   "reference/row_groups"),
 )
 
 

@@ -1,0 +1,293 @@
+"""Layer norm and RMS norm backward for long rows, each row shared by a group of programs.
+
+dx needs two sums over its whole row before any element can be written; a long row does
+not fit one program. The column strategy (:mod:`.long_rows`) reads x and dy twice for it:
+once for the row sums, once for dx. Here a row is split over a *group* of programs, each
+holding one column slice of it (and of the next rows) in registers:
+
+1. each program reduces its slice to three partial sums per row and stores them;
+2. the group meets at a counter (one atomic add each, then a wait until every program of
+   the group has arrived) and each program reads all the group's partial sums;
+3. each program writes dx of its slice from the registers, and adds its dweight/dbias
+   terms to sums of its columns it keeps in registers over all the group's rows.
+
+x and dy are read once: three passes of x, dy and dx where the column strategy moves five.
+The partial rows of dweight/dbias (one a group) are summed in a fixed order
+(:mod:`.column_sums`), so the result is bitwise reproducible for a given profile, shape
+and compute-unit count.
+
+The wait needs every program of a group resident at once, so this strategy is taken only
+where the profile says how many programs a compute unit keeps resident
+(``launch.layer_norm_backward_row_group_tile``, ``_32bit``), with registers capped to fit
+them (``maxnreg``, CUDA only), and the grid is at most that many programs on each compute
+unit the attached device has. The interpreter runs a grid's programs one after another,
+so there a group is a single program holding whole rows: its arithmetic is checked, the
+meeting of several programs only on a device.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton import knobs
+
+from .column_sums import _sum_partials
+from .long_rows import _backward_columns
+from .tiles import (_acc_dtype, _add_triple, _Backward, _backward_flags,
+                    _dropout_scale, _grads, _kahan_add, _load, _load_row_constants,
+                    _prepare_backward, _row_offsets, _row_operands, _store_input_grads,
+                    _tile_offsets, _to_acc)
+from triton_cts.execution import launches
+from triton_cts.execution.input_checks import UnsupportedDtypeError
+from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from ..fast_launch import PlannedLaunch, launch_plan
+from ..row_align import aligned, row_align
+
+#: Partial sums stored per row and part (three used; four keeps a part's slot aligned)
+SUMS_PER_ROW = 4
+#: Meetings a group holds past which its dweight/dbias sums are compensated: each lane
+#: adds one term a meeting, and a plain float32 sum of 7944 terms a lane (2097153 rows of
+#: 4 columns, 264 groups of one program) missed the dbias bound on an H100, where the
+#: column strategy's sums over row tiles held
+COMPENSATE_MEETINGS = 1024
+
+
+@triton.jit
+def _layer_norm_bwd_row_groups_kernel(
+    # as _layer_norm_bwd_fused_kernel:
+    DY, X, W, MEAN, RSTD, ROWSCALE, DROPOUT_MASK, DRESIDUAL_OUT, DX, DRESIDUAL,
+    SUMS,                   # [n_groups, 2, PARTS_BLOCK, ROWS, 4]: each part's row sums
+    ARRIVED,                # [n_groups] int32, zero at launch: arrivals at each group's counter
+    DW,                     # pointer to dweight partials [n_groups, N]
+    DB,                     # pointer to dbias partials, like DW (unused without HAS_BIAS)
+    n_rows, N, scale_hi, scale_lo,
+    n_groups,               # groups of n_parts programs: the grid is n_groups * n_parts
+    n_parts,                # programs a row is split over: cdiv(N, BLOCK_N)
+    PARTS_BLOCK: tl.constexpr,  # next_power_of_2(n_parts)
+    ROWS: tl.constexpr,     # rows a group takes at each meeting
+    BLOCK_N: tl.constexpr,  # columns of a program's slice
+    PREFETCH: tl.constexpr,  # load the next rows' x and dy before each meeting
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    HAS_ROWSCALE: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr,
+    HAS_DRESIDUAL_OUT: tl.constexpr,
+    STORE_DRESIDUAL: tl.constexpr,
+    COMPENSATED: tl.constexpr,  # compensated dweight/dbias sums (each lane adds many rows)
+    TRIPLE_SUMS: tl.constexpr,  # the three sums in one tl.reduce (where the backend lowers it)
+    SELECT_LOADS: tl.constexpr,
+    SLICE_BROADCAST: tl.constexpr,
+    COMPUTE_FP64: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    N = aligned(N, ROW_ALIGN)
+    group = pid // n_parts
+    part = pid % n_parts
+    dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
+    acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS)
+    # held over all the group's rows: measured faster than reloaded after each meeting
+    w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+    r = tl.arange(0, ROWS)
+    parts = tl.arange(0, PARTS_BLOCK)
+    acc_w = tl.zeros([BLOCK_N], dtype=acc_ty)
+    acc_b = tl.zeros([BLOCK_N], dtype=acc_ty)
+    comp_w = tl.zeros([BLOCK_N], dtype=acc_ty)
+    comp_b = tl.zeros([BLOCK_N], dtype=acc_ty)
+    meeting = 0
+    if PREFETCH:
+        _, ahead_offs, ahead_mask = _tile_offsets(group * ROWS + r, cols, n_rows, N,
+                                                  SELECT_LOADS)
+        x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
+        dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
+    for block in range(group, tl.cdiv(n_rows, ROWS), n_groups):
+        rows = block * ROWS + r
+        offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
+        if PREFETCH:
+            # the loads of the next rows are in flight while the group meets
+            x = _to_acc(x_ahead, COMPUTE_FP64)
+            dy = _to_acc(dy_ahead, COMPUTE_FP64)
+            _, ahead_offs, ahead_mask = _tile_offsets(rows + n_groups * ROWS, cols, n_rows, N,
+                                                      SELECT_LOADS)
+            x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
+            dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
+        else:
+            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS, SLICE_BROADCAST),
+                       COMPUTE_FP64)
+        mean = 0.0
+        if not IS_RMS:
+            mean = _to_acc(_load_row_constants(MEAN, rows, n_rows, SELECT_LOADS,
+                                                SLICE_BROADCAST), COMPUTE_FP64)
+        d = tl.where(mask, x - mean, 0.0)
+        g = dy * w
+        if TRIPLE_SUMS:
+            sum_gd, sum_g, sum_d = tl.reduce((g * d, g, d), 1, _add_triple)
+        else:
+            sum_gd, sum_g, sum_d = tl.sum(g * d, axis=1), tl.sum(g, axis=1), tl.sum(d, axis=1)
+        # two slots a group, used in turn: a program can be one meeting ahead of another
+        # (it passed this meeting, the other is still reading its sums) but not two
+        slot = SUMS + ((group * 2 + meeting % 2) * PARTS_BLOCK) * (ROWS * 4)
+        mine = slot + part * (ROWS * 4) + r * 4
+        tl.store(mine, sum_gd)
+        tl.store(mine + 1, sum_g)
+        tl.store(mine + 2, sum_d)
+        # meet: every thread's stores before the release, then wait for the whole group
+        tl.debug_barrier()
+        target = (meeting + 1) * n_parts
+        arrived = tl.atomic_add(ARRIVED + group, 1, sem="release", scope="gpu") + 1
+        while arrived < target:
+            arrived = tl.atomic_add(ARRIVED + group, 0, sem="acquire", scope="gpu")
+        # the group's sums, read past the (incoherent) L1 and added in a fixed order
+        theirs = slot + parts[:, None] * (ROWS * 4) + r[None, :] * 4
+        in_group = (parts < n_parts)[:, None]
+        all_gd = tl.load(theirs, mask=in_group, other=0.0, cache_modifier=".cg")
+        all_g = tl.load(theirs + 1, mask=in_group, other=0.0, cache_modifier=".cg")
+        all_d = tl.load(theirs + 2, mask=in_group, other=0.0, cache_modifier=".cg")
+        if TRIPLE_SUMS:
+            sum_gd, sum_g, sum_d = tl.reduce((all_gd, all_g, all_d), 0, _add_triple)
+        else:
+            sum_gd, sum_g, sum_d = tl.sum(all_gd, 0), tl.sum(all_g, 0), tl.sum(all_d, 0)
+        # as _row_sums: mean_fix = mean(d) undoes the stored mean's rounding
+        mean_fix = 0.0
+        if not IS_RMS:
+            mean_fix = (sum_d / N)[:, None]
+        c1 = (sum_gd[:, None] - mean_fix * sum_g[:, None]) * rstd / N
+        xhat = tl.where(mask, (d - mean_fix) * rstd, 0.0)
+        if IS_RMS:
+            dx = (g - xhat * c1) * rstd
+        else:
+            dx = (g - (xhat * c1 + sum_g[:, None] / N)) * rstd
+        rowscale = 1.0
+        if HAS_ROWSCALE:
+            rowscale = _to_acc(_load_row_constants(ROWSCALE, rows, n_rows, SELECT_LOADS,
+                                                   SLICE_BROADCAST), COMPUTE_FP64)
+        _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
+                           load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT, STORE_DRESIDUAL,
+                           HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS, COMPUTE_FP64, "")
+        # dy is 0 out of bounds
+        if COMPENSATED:
+            acc_w, comp_w = _kahan_add(acc_w, comp_w, tl.sum(dy * xhat, axis=0))
+            if HAS_BIAS:
+                acc_b, comp_b = _kahan_add(acc_b, comp_b, tl.sum(dy, axis=0))
+        else:
+            acc_w += tl.sum(dy * xhat, axis=0)
+            if HAS_BIAS:
+                acc_b += tl.sum(dy, axis=0)
+        meeting += 1
+    tl.store(DW + group * N + cols, acc_w, mask=col_mask)
+    if HAS_BIAS:
+        tl.store(DB + group * N + cols, acc_b, mask=col_mask)
+
+
+# --------------------------------------------------------------------------------------
+# Launchers.
+# --------------------------------------------------------------------------------------
+#: device index -> its compute units (the device may have fewer than its profile says:
+#: a PCIe H100 has 114 SMs, a MIG slice fewer still)
+_DEVICE_UNITS: dict[int, int] = {}
+
+
+def _resident_units(profile: Profile, device: torch.device) -> int:
+    """Compute units every program of a group can be resident on: the profile's, and no
+    more than the attached device has."""
+    if device.type != "cuda":
+        return profile.compute_units
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    units = _DEVICE_UNITS.get(index)
+    if units is None:
+        units = _DEVICE_UNITS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return min(units, profile.compute_units)
+
+
+@launch_plan
+def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                     flag_key: tuple, units: int, interpreting: bool):
+    """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
+    backward, or None where it does not apply: no tile in the profile for ``dtype``
+    (64-bit data never: their arithmetic takes register pairs), or rows longer than the
+    programs ``units`` compute units keep resident."""
+    tile = profile.layer_norm_backward_row_group_tile(dtype)
+    if tile is None or dtype.itemsize > 4:
+        return None
+    rows, block_n, num_warps, per_unit, *in_flight = tile
+    # programs run one after another in the interpreter: a group is one program there
+    block_n = next_power_of_2(n_cols) if interpreting else min(block_n, next_power_of_2(n_cols))
+    slots = units * per_unit
+    n_parts = cdiv(n_cols, block_n)
+    if n_parts > slots:
+        return None
+    rows = min(rows, next_power_of_2(n_rows))
+    n_groups = max(1, min(cdiv(n_rows, rows), slots // n_parts))
+    parts_block = next_power_of_2(n_parts)
+    planned = PlannedLaunch(
+        _layer_norm_bwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
+        ROWS=rows, BLOCK_N=block_n, PREFETCH=in_flight == [2],
+        COMPENSATED=cdiv(n_rows, n_groups * rows) > COMPENSATE_MEETINGS,
+        TRIPLE_SUMS=profile.multi_operand_reduce, SLICE_BROADCAST=profile.slice_broadcast,
+        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
+        num_warps=num_warps, **profile.register_cap(per_unit, num_warps),
+        **_backward_flags(profile, dtype, *flag_key))
+    return n_groups, n_parts, n_groups * 2 * parts_block * rows * SUMS_PER_ROW, planned
+
+
+def _plan_for(p: _Backward, profile: Profile):
+    return _row_groups_plan(profile, p.n_rows, p.n_cols, p.x.dtype, p.flag_key,
+                            _resident_units(profile, p.x.device),
+                            bool(knobs.runtime.interpret) and not launches.capturing())
+
+
+def _backward_row_groups(p: _Backward, dropout_scale: tuple, profile: Profile, plan):
+    n_groups, n_parts, n_sums, planned = plan
+    device = p.x.device
+    acc = _acc_dtype(p.x.dtype)
+    sums = torch.empty(n_sums, dtype=acc, device=device)
+    arrived = torch.zeros(n_groups, dtype=torch.int32, device=device)
+    dw = torch.empty(n_groups, p.n_cols, dtype=acc, device=device)
+    db = torch.empty(n_groups, p.n_cols, dtype=acc, device=device) if p.dbias is not None else None
+    planned(*_row_operands(p), sums, arrived, dw, db if db is not None else dw, p.n_rows,
+            p.n_cols, *dropout_scale, n_groups, n_parts)
+    _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
+    return _grads(p)
+
+
+def _backward_long_rows(p: _Backward, dropout_scale: tuple, profile: Profile):
+    """Rows past the fused backward: row groups where the profile has their tile and a
+    row's programs fit the resident ones, the column strategy otherwise."""
+    plan = _plan_for(p, profile)
+    if plan is None:
+        return _backward_columns(p, dropout_scale, profile)
+    return _backward_row_groups(p, dropout_scale, profile, plan)
+
+
+def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                                   rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                                   dresidual_out=None, has_residual: bool = False,
+                                   profile: Profile):
+    """Backward for any row length with each row split over a group of resident programs
+    that exchange their partial sums (see the module docstring), and the dweight/dbias
+    partials' column sums in a fixed order. Not supported on profiles without
+    ``launch.layer_norm_backward_row_group_tile`` for the dtype, nor for rows longer than
+    the programs the device keeps resident. See :func:`layer_norm_backward` for the
+    arguments."""
+    op = "layer_norm_backward_row_groups"
+    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
+                                         dropout_mask, dropout_p, dresidual_out, has_residual,
+                                         profile)
+    if p.n_rows == 0 or p.n_cols == 0:
+        return _grads(p)
+    plan = _plan_for(p, profile)
+    if plan is None:
+        if x.dtype.itemsize > 4:
+            why = f"{x.dtype} is not taken (64-bit arithmetic takes register pairs)"
+        elif profile.layer_norm_backward_row_group_tile(x.dtype) is None:
+            why = (f"profile '{profile.name}' has no launch.layer_norm_backward_row_group_tile "
+                   f"for {x.dtype} ({profile.source})")
+        else:
+            why = (f"a row of {p.n_cols} columns needs more programs than the device keeps "
+                   f"resident")
+        raise UnsupportedDtypeError(f"{op}: {why}")
+    return _backward_row_groups(p, dropout_scale, profile, plan)

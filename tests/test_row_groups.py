@@ -1,0 +1,152 @@
+"""The layer-norm row-group backward (kernels/layer_norm/row_groups.py): which rows take
+it, how its grid is bounded by the programs a device keeps resident, and (on a GPU) that
+groups of several programs give the column strategy's gradients, bitwise the same on
+every run."""
+import pytest
+import torch
+
+import kernels.layer_norm as ln
+from kernels.layer_norm import row_groups
+from triton_cts.execution import launches
+from triton_cts.execution.input_checks import UnsupportedDtypeError
+from triton_cts.profiles import cdiv, load_profiles
+
+from .helpers import needs_interpreter
+
+PROFILES = load_profiles()
+SM90, GFX942 = PROFILES["nvidia-sm90"], PROFILES["amd-gfx942"]
+GROUPS, COLUMNS = "_layer_norm_bwd_row_groups_kernel", "_layer_norm_bwd_columns_kernel"
+
+
+def _operands(n_rows, n_cols, dtype, device="meta", rms=False):
+    make = (torch.empty if device == "meta" else torch.randn)
+    x = make(n_rows, n_cols, dtype=dtype, device=device)
+    weight = make(n_cols, dtype=dtype, device=device)
+    bias = None if rms else make(n_cols, dtype=dtype, device=device)
+    stat = torch.empty(n_rows, dtype=torch.float32, device=device)
+    return make(n_rows, n_cols, dtype=dtype, device=device), x, weight, bias, stat, stat
+
+
+def _kernels(fn, *args, **kwargs):
+    with launches.capture_launches() as log:
+        fn(*args, **kwargs)
+    return [(launch.name, launch.grid[0]) for launch in log]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_long_rows_take_row_groups_where_the_profile_has_their_tile(dtype):
+    """Past the fused backward the default splits each row over a group of resident
+    programs: the row-group tile's slices a row, as many groups as the compute units
+    hold; a profile without the tile keeps the column strategy."""
+    rows, block_n, warps, per_unit, *_ = SM90.layer_norm_backward_row_group_tile(dtype)
+    n_parts = cdiv(65536, block_n)
+    grid = SM90.compute_units * per_unit // n_parts * n_parts
+    for fn in (ln.layer_norm_backward, ln.layer_norm_backward_partial,
+               ln.layer_norm_backward_atomic, ln.layer_norm_backward_row_groups):
+        names = _kernels(fn, *_operands(1024, 65536, dtype), profile=SM90)
+        assert (GROUPS, grid) in names and COLUMNS not in dict(names), (fn, names)
+    assert COLUMNS in dict(_kernels(ln.layer_norm_backward, *_operands(1024, 65536, dtype),
+                                    profile=GFX942))
+    with launches.capture_launches(), pytest.raises(
+            UnsupportedDtypeError,
+            match="'amd-gfx942' has no launch.layer_norm_backward_row_group_tile"):
+        ln.layer_norm_backward_row_groups(*_operands(4, 65536, dtype), profile=GFX942)
+
+
+def test_rows_needing_more_programs_than_are_resident_take_the_column_strategy():
+    """A group must be resident at once: a row that needs more programs than the compute
+    units keep resident goes to the column strategy (the variant says why)."""
+    few = SM90.derive(**{"limits.compute_units": 2})
+    _, block_n, _, per_unit, *_ = few.layer_norm_backward_row_group_tile(torch.bfloat16)
+    n_cols = block_n * 2 * per_unit + 1   # one column past what 2 units hold
+    assert COLUMNS in dict(_kernels(ln.layer_norm_backward,
+                                    *_operands(8, n_cols, torch.bfloat16), profile=few))
+    with launches.capture_launches(), pytest.raises(UnsupportedDtypeError,
+                                                    match="more programs than the device keeps"):
+        ln.layer_norm_backward_row_groups(*_operands(8, n_cols, torch.bfloat16), profile=few)
+    with launches.capture_launches(), pytest.raises(UnsupportedDtypeError,
+                                                    match="float64 is not taken"):
+        ln.layer_norm_backward_row_groups(*_operands(8, 64, torch.float64), profile=SM90)
+
+
+def test_the_grid_is_bounded_by_the_attached_devices_compute_units(monkeypatch):
+    """A device with fewer compute units than its profile (a PCIe H100 has 114 SMs, a MIG
+    slice fewer) bounds the groups: more programs than it holds would wait forever."""
+    monkeypatch.setitem(row_groups._DEVICE_UNITS, 0, 8)
+    assert row_groups._resident_units(SM90, torch.device("cuda", 0)) == 8
+    assert row_groups._resident_units(SM90, torch.device("meta")) == SM90.compute_units
+    plan = row_groups._row_groups_plan(SM90, 1024, 65536, torch.float32,
+                                       (False, True, False, False, False, False), 8, False)
+    n_groups, n_parts = plan[:2]
+    assert n_groups * n_parts <= 8 * SM90.layer_norm_backward_row_group_tile(torch.float32)[3]
+
+
+def test_the_interpreter_runs_a_group_as_one_program():
+    """The interpreter runs programs one after another, so a program waiting for another
+    would wait forever: there a group is one program holding whole rows."""
+    flags = (False, True, False, False, False, False)
+    n_groups, n_parts, _, planned = row_groups._row_groups_plan(
+        SM90, 64, 65536, torch.bfloat16, flags, SM90.compute_units, True)
+    assert n_parts == 1 and planned.grid == (n_groups,)
+
+
+@needs_interpreter
+def test_interpreted_row_groups_match_the_column_strategy():
+    """Rows of two row blocks with a ragged last one and the next rows loaded ahead
+    (the bf16 tile's), with residual, rowscale and dropout operands."""
+    torch.manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float32):
+        dy, x, weight, bias, _, _ = _operands(5, 2100, dtype, "cpu")
+        rowscale = torch.rand(5, dtype=dtype) + 0.5
+        mask = torch.rand(5, 2100) > 0.2
+        with launches.interpreted():
+            out = ln.layer_norm(x, weight, bias, 1e-5, profile=SM90)
+            kwargs = dict(rowscale=rowscale, dropout_mask=mask, dropout_p=0.2,
+                          dresidual_out=torch.randn_like(x), has_residual=True, profile=SM90)
+            got = ln.layer_norm_backward_row_groups(dy, x, weight, bias, out.mean, out.rstd,
+                                                    **kwargs)
+            want = ln.layer_norm_backward_columns(dy, x, weight, bias, out.mean, out.rstd,
+                                                  **kwargs)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5,
+                                       atol=1e-2 if dtype == torch.bfloat16 else 1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: groups of "
+                    "several programs meet only where programs run at once")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(1024, 65536), (301, 20000), (7, 9000)])
+def test_groups_of_programs_match_the_column_strategy_on_the_device(dtype, shape):
+    """Rows split over 3 to 32 programs a group (ragged last slices and row blocks) give
+    the column strategy's gradients, bitwise the same on a second run."""
+    from triton_cts.profiles.vendor_selection import attached_device, match_device
+    profile = match_device(attached_device(), PROFILES)
+    if profile.layer_norm_backward_row_group_tile(dtype) is None:
+        pytest.skip(f"profile '{profile.name}' has no row-group tile")
+    torch.manual_seed(1)
+    for rms in (False, True):
+        dy, x, weight, bias, _, _ = _operands(*shape, dtype, "cuda", rms=rms)
+        out = ln.layer_norm(x * 3 + 1, weight, bias, 1e-5, rms=rms, profile=profile)
+        args = (dy, x * 3 + 1, weight, bias, out.mean, out.rstd)
+        first = ln.layer_norm_backward_row_groups(*args, rms=rms, profile=profile)
+        second = ln.layer_norm_backward_row_groups(*args, rms=rms, profile=profile)
+        columns = ln.layer_norm_backward_columns(*args, rms=rms, profile=profile)
+        for a, b, c in zip(first, second, columns):
+            if a is None:
+                continue
+            assert torch.equal(a, b)
+            scale = c.float().abs().max().item()
+            assert (a.float() - c.float()).abs().max().item() <= (
+                4e-3 if dtype == torch.bfloat16 else 1e-6) * scale
+
+
+def test_groups_meeting_many_times_compensate_their_column_sums():
+    """Each lane of a group adds one dweight/dbias term a meeting: 2M rows of 4 columns
+    over 264 groups (7944 meetings) missed the float32 bound of dbias uncompensated on an
+    H100; the benchmark's long rows meet 64 times and keep the plain sums."""
+    flags = (False, True, False, False, False, False)
+    def compensated(n_rows, n_cols):
+        plan = row_groups._row_groups_plan(SM90, n_rows, n_cols, torch.float32, flags,
+                                           SM90.compute_units, False)
+        return plan[3].meta["COMPENSATED"]
+    assert compensated(2097153, 4) and not compensated(1024, 65536)
