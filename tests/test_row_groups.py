@@ -55,7 +55,8 @@ def test_long_rows_take_row_groups_where_the_profile_has_their_tile(dtype):
 
 def test_rows_needing_more_programs_than_are_resident_take_the_column_strategy():
     """A group must be resident at once: a row that needs more programs than the compute
-    units keep resident goes to the column strategy (the variant says why)."""
+    units keep resident, or than the profile's grid cap, goes to the column strategy (the
+    variant says why)."""
     few = SM90.derive(**{"limits.compute_units": 2})
     _, block_n, _, per_unit, *_ = few.layer_norm_backward_row_group_tile(torch.bfloat16)
     n_cols = block_n * 2 * per_unit + 1   # one column past what 2 units hold
@@ -64,6 +65,14 @@ def test_rows_needing_more_programs_than_are_resident_take_the_column_strategy()
     with launches.capture_launches(), pytest.raises(UnsupportedDtypeError,
                                                     match="more programs than the device keeps"):
         ln.layer_norm_backward_row_groups(*_operands(8, n_cols, torch.bfloat16), profile=few)
+    # the grid cap bounds a group as the resident programs do
+    capped = SM90.derive(**{"launch.max_grid_num": 3, "launch.max_fused_size_bytes": 4096})
+    names = _kernels(ln.layer_norm_backward, *_operands(8, 4 * block_n, torch.bfloat16),
+                     profile=capped)
+    assert COLUMNS in dict(names) and GROUPS not in dict(names)
+    names = _kernels(ln.layer_norm_backward, *_operands(8, 3 * block_n, torch.bfloat16),
+                     profile=capped)
+    assert (GROUPS, 3) in names
     with launches.capture_launches(), pytest.raises(UnsupportedDtypeError,
                                                     match="float64 is not taken"):
         ln.layer_norm_backward_row_groups(*_operands(8, 64, torch.float64), profile=SM90)

@@ -209,14 +209,16 @@ def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dt
     """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
     backward, or None where it does not apply: no tile in the profile for ``dtype``
     (64-bit data never: their arithmetic takes register pairs), or rows longer than the
-    programs ``units`` compute units keep resident."""
+    programs ``units`` compute units keep resident (or than MAX_GRID_NUM)."""
     tile = profile.layer_norm_backward_row_group_tile(dtype)
     if tile is None or dtype.itemsize > 4:
         return None
     rows, block_n, num_warps, per_unit, *in_flight = tile
     # programs run one after another in the interpreter: a group is one program there
     block_n = next_power_of_2(n_cols) if interpreting else min(block_n, next_power_of_2(n_cols))
-    slots = units * per_unit
+    # the grid is every group's programs at once: no more than are resident, nor than
+    # the profile's grid cap (a group cannot loop over its programs)
+    slots = profile.capped_grid(units * per_unit)
     n_parts = cdiv(n_cols, block_n)
     if n_parts > slots:
         return None
