@@ -37,10 +37,10 @@ import triton.language as tl
 from triton import knobs
 
 from .tiles import (BACKWARD_WARPS, COMPENSATE_ROWS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype,
-                    _backward_flags, _backward_row_tile, _backward_tile, _dropout_scale,
-                    _fits_fused_backward, _grads, _kahan_add, _load, _load_row_constants,
-                    _prepare_backward, _row_block, _row_offsets, _row_operands,
-                    _store_input_grads, _tile_offsets, _to_acc)
+                    _add_block_column_sums, _backward_flags, _backward_row_tile,
+                    _backward_tile, _dropout_scale, _fits_fused_backward, _grads, _load,
+                    _load_row_constants, _prepare_backward, _row_block, _row_offsets,
+                    _row_operands, _store_input_grads, _tile_offsets, _to_acc)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -124,15 +124,8 @@ def _layer_norm_bwd_fused_kernel(
         else:
             c2 = tl.sum(g, axis=1, keep_dims=True) / N
             dx = (g - (xhat * c1 + c2)) * rstd
-        # dy is 0 out of bounds, so the partial sums need no mask
-        if COMPENSATED:
-            dw, dw_comp = _kahan_add(dw, dw_comp, tl.sum(dy * xhat, axis=0))
-            if HAS_BIAS:
-                db, db_comp = _kahan_add(db, db_comp, tl.sum(dy, axis=0))
-        else:
-            dw += tl.sum(dy * xhat, axis=0)
-            if HAS_BIAS:
-                db += tl.sum(dy, axis=0)
+        dw, dw_comp, db, db_comp = _add_block_column_sums(dw, dw_comp, db, db_comp, dy, xhat,
+                                                          HAS_BIAS, COMPENSATED)
         rowscale = 1.0
         if HAS_ROWSCALE:
             rowscale = _to_acc(_load_row_constants(ROWSCALE, rows, n_rows, SELECT_LOADS,

@@ -34,7 +34,7 @@ from triton import knobs
 from .column_sums import _sum_partials
 from .long_rows import _backward_columns
 from .tiles import (_acc_dtype, _add_triple, _Backward, _backward_flags,
-                    _dropout_scale, _grads, _kahan_add, _load, _load_row_constants,
+                    _dropout_scale, _grads, _add_block_column_sums, _load, _load_row_constants,
                     _prepare_backward, _row_offsets, _row_operands, _store_input_grads,
                     _tile_offsets, _to_acc)
 from triton_cts.execution import launches
@@ -168,15 +168,8 @@ def _layer_norm_bwd_row_groups_kernel(
         _store_input_grads(DX, DRESIDUAL_OUT, DRESIDUAL, DROPOUT_MASK, dx, rowscale, offs,
                            load_offs, mask, dropout_scale, HAS_DRESIDUAL_OUT, STORE_DRESIDUAL,
                            HAS_DROPOUT, HAS_ROWSCALE, SELECT_LOADS, COMPUTE_FP64, "")
-        # dy is 0 out of bounds
-        if COMPENSATED:
-            acc_w, comp_w = _kahan_add(acc_w, comp_w, tl.sum(dy * xhat, axis=0))
-            if HAS_BIAS:
-                acc_b, comp_b = _kahan_add(acc_b, comp_b, tl.sum(dy, axis=0))
-        else:
-            acc_w += tl.sum(dy * xhat, axis=0)
-            if HAS_BIAS:
-                acc_b += tl.sum(dy, axis=0)
+        acc_w, comp_w, acc_b, comp_b = _add_block_column_sums(acc_w, comp_w, acc_b, comp_b, dy,
+                                                              xhat, HAS_BIAS, COMPENSATED)
         meeting += 1
     tl.store(DW + group * N + cols, acc_w, mask=col_mask)
     if HAS_BIAS:

@@ -77,6 +77,23 @@ def _kahan_add(total, comp, v):
 
 
 @triton.jit
+def _add_block_column_sums(dw, dw_comp, db, db_comp, dy, xhat, HAS_BIAS: tl.constexpr,
+                           COMPENSATED: tl.constexpr):
+    """A row block's dweight (dy * xhat) and dbias (dy) terms, summed over its rows, added
+    to a program's per-column sums, compensated (Kahan) where each lane adds many blocks.
+    dy is 0 out of bounds, so the sums need no mask."""
+    if COMPENSATED:
+        dw, dw_comp = _kahan_add(dw, dw_comp, tl.sum(dy * xhat, axis=0))
+        if HAS_BIAS:
+            db, db_comp = _kahan_add(db, db_comp, tl.sum(dy, axis=0))
+    else:
+        dw += tl.sum(dy * xhat, axis=0)
+        if HAS_BIAS:
+            db += tl.sum(dy, axis=0)
+    return dw, dw_comp, db, db_comp
+
+
+@triton.jit
 def _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS: tl.constexpr):
     """Offsets of tile rows x cols in a contiguous [n_rows, N] tensor: (store offsets,
     load offsets, in-bounds mask). With SELECT_LOADS the load offsets of out-of-bounds
