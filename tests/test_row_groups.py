@@ -9,7 +9,9 @@ import kernels.layer_norm as ln
 from kernels.layer_norm import row_groups
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
+from triton_cts.execution.modes import Mode, execute
 from triton_cts.profiles import cdiv, load_profiles
+from triton_cts.toolchains.cross_compile import compile_launch, use_project_cache
 
 from .helpers import needs_interpreter
 
@@ -104,7 +106,7 @@ def test_interpreted_row_groups_match_the_column_strategy():
     """Rows of two row blocks with a ragged last one and the next rows loaded ahead
     (the bf16 tile's), with residual, rowscale and dropout operands."""
     torch.manual_seed(0)
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
         dy, x, weight, bias, _, _ = _operands(5, 2100, dtype, "cpu")
         rowscale = torch.rand(5, dtype=dtype) + 0.5
         mask = torch.rand(5, 2100) > 0.2
@@ -117,13 +119,29 @@ def test_interpreted_row_groups_match_the_column_strategy():
             want = ln.layer_norm_backward_columns(dy, x, weight, bias, out.mean, out.rstd,
                                                   **kwargs)
         for g, w in zip(got, want):
-            torch.testing.assert_close(g, w, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5,
-                                       atol=1e-2 if dtype == torch.bfloat16 else 1e-5)
+            torch.testing.assert_close(g, w, rtol=2e-2 if dtype.itemsize == 2 else 1e-5,
+                                       atol=1e-2 if dtype.itemsize == 2 else 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_data_are_held_in_16_bits_across_a_meeting(dtype):
+    """x and dy are converted to float32 for the row sums and again, from their 16-bit
+    registers, after the meeting: with the float32 copies held across it instead, the
+    Hopper tile (2 rows x 4096 columns a program, two programs an SM) spilled 160-224
+    bytes a thread at its 128-register cap (Triton 3.6 and 3.9); held in 16 bits, 0 (3.6)
+    or 8 (3.9). Cross-compiled for sm_90 at the benchmark's longest rows."""
+    use_project_cache()
+    args = _operands(1024, 65536, dtype, "cpu")
+    launched = execute(ln.layer_norm_backward_row_groups, Mode.COMPILE, SM90, args)
+    (groups,) = [launch for launch in launched if launch.name == GROUPS]
+    assert groups.kwargs["RECONVERT"] and groups.kwargs["F16_ASM"] == (dtype == torch.float16)
+    stats = compile_launch(groups, SM90)
+    assert stats.registers <= 128 and stats.spills <= 16, stats
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: groups of "
                     "several programs meet only where programs run at once")
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("shape", [(1024, 65536), (301, 20000), (7, 9000)])
 def test_groups_of_programs_match_the_column_strategy_on_the_device(dtype, shape):
     """Rows split over 3 to 32 programs a group (ragged last slices and row blocks) give
@@ -146,7 +164,7 @@ def test_groups_of_programs_match_the_column_strategy_on_the_device(dtype, shape
             assert torch.equal(a, b)
             scale = c.float().abs().max().item()
             assert (a.float() - c.float()).abs().max().item() <= (
-                4e-3 if dtype == torch.bfloat16 else 1e-6) * scale
+                4e-3 if dtype.itemsize == 2 else 1e-6) * scale
 
 
 def test_groups_meeting_many_times_compensate_their_column_sums():

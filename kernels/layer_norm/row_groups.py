@@ -53,6 +53,23 @@ COMPENSATE_MEETINGS = 1024
 
 
 @triton.jit
+def _reconverted(v, F16_ASM: tl.constexpr):
+    # v (16-bit) in float32 again, by a conversion the compiler does not merge with the
+    # first one: merged, the float32 copies of x and dy stay live across the meeting in
+    # place of the 16-bit ones, and a tile of 2 rows x 4096 columns spilled 152 bytes a
+    # thread at 128 registers (none this way). bfloat16 is float32's upper half, shifted
+    # in exactly; float16 through an inline conversion the compiler keeps where it is
+    # (CUDA: the tile is a CUDA field; the interpreter converts plainly).
+    if v.dtype == tl.bfloat16:
+        return (v.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    elif F16_ASM:
+        return tl.inline_asm_elementwise("cvt.f32.f16 $0, $1;", "=r,h", [v], dtype=tl.float32,
+                                         is_pure=False, pack=1)
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
 def _layer_norm_bwd_row_groups_kernel(
     # as _layer_norm_bwd_fused_kernel:
     DY, X, W, MEAN, RSTD, ROWSCALE, DROPOUT_MASK, DRESIDUAL_OUT, DX, DRESIDUAL,
@@ -67,6 +84,8 @@ def _layer_norm_bwd_row_groups_kernel(
     ROWS: tl.constexpr,     # rows a group takes at each meeting
     BLOCK_N: tl.constexpr,  # columns of a program's slice
     PREFETCH: tl.constexpr,  # load the next rows' x and dy before each meeting
+    RECONVERT: tl.constexpr,  # 16-bit x and dy: held as loaded, converted again after it
+    F16_ASM: tl.constexpr,  # float16 reconverted by inline PTX (see _reconverted)
     IS_RMS: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     HAS_ROWSCALE: tl.constexpr,
@@ -107,15 +126,16 @@ def _layer_norm_bwd_row_groups_kernel(
         offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
         if PREFETCH:
             # the loads of the next rows are in flight while the group meets
-            x = _to_acc(x_ahead, COMPUTE_FP64)
-            dy = _to_acc(dy_ahead, COMPUTE_FP64)
+            x_in, dy_in = x_ahead, dy_ahead
             _, ahead_offs, ahead_mask = _tile_offsets(rows + n_groups * ROWS, cols, n_rows, N,
                                                       SELECT_LOADS)
             x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
             dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
         else:
-            x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            x_in = _load(X, load_offs, mask, SELECT_LOADS)
+            dy_in = _load(DY, load_offs, mask, SELECT_LOADS)
+        x = _to_acc(x_in, COMPUTE_FP64)
+        dy = _to_acc(dy_in, COMPUTE_FP64)
         rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS, SLICE_BROADCAST),
                        COMPUTE_FP64)
         mean = 0.0
@@ -151,6 +171,12 @@ def _layer_norm_bwd_row_groups_kernel(
             sum_gd, sum_g, sum_d = tl.reduce((all_gd, all_g, all_d), 0, _add_triple)
         else:
             sum_gd, sum_g, sum_d = tl.sum(all_gd, 0), tl.sum(all_g, 0), tl.sum(all_d, 0)
+        if RECONVERT:
+            # the same values as before the meeting, from the 16-bit registers
+            x = _reconverted(x_in, F16_ASM)
+            dy = _reconverted(dy_in, F16_ASM)
+            d = tl.where(mask, x - mean, 0.0)
+            g = dy * w
         # as _row_sums: mean_fix = mean(d) undoes the stored mean's rounding
         mean_fix = 0.0
         if not IS_RMS:
@@ -220,7 +246,8 @@ def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dt
     parts_block = next_power_of_2(n_parts)
     planned = PlannedLaunch(
         _layer_norm_bwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
-        ROWS=rows, BLOCK_N=block_n, PREFETCH=in_flight == [2],
+        ROWS=rows, BLOCK_N=block_n, PREFETCH=in_flight == [2], RECONVERT=dtype.itemsize == 2,
+        F16_ASM=dtype == torch.float16 and not interpreting,
         COMPENSATED=cdiv(n_rows, n_groups * rows) > COMPENSATE_MEETINGS,
         TRIPLE_SUMS=profile.multi_operand_reduce, SLICE_BROADCAST=profile.slice_broadcast,
         ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
