@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
+from contextlib import contextmanager
 
 import torch
 from triton import knobs
@@ -166,6 +168,9 @@ def _launch(kernel, grid, args, meta, meta_key, table):
     dims = tuple(grid) + (1,) * (3 - len(grid))
     launches.note_launch(kernel, args, meta, dims)
     _run_compiled(compiled, dims, device, args, tail)
+    recorded = getattr(_recording, "launches", None)
+    if recorded is not None:
+        recorded.append((kernel, meta, dims, compiled, args, tail))
     return compiled
 
 
@@ -214,6 +219,104 @@ def tuned_launch(tuner, grid, args: tuple, meta: dict, pick_key: tuple):
             full[name] = named[name] = rule(named)
         kernel = kernel.fn
     return _launch(kernel, tuple(grid(named)), args, full, tuple(full.items()), _PLANS)
+
+
+#: The direct launches of the call being recorded by :meth:`Replays.record`, per thread
+_recording = threading.local()
+
+
+class Replays:
+    """Whole calls of a launcher, kept to be replayed: once a call with a given key made
+    only direct launches of kept kernels (above), a later call with an equal key makes the
+    same launches on its own tensors without resolving them again (plan, autotuner pick,
+    argument key, constexprs): what a small product's call spends most of its Python on.
+
+    The key must hold everything the launches depend on besides the call's tensors: their
+    shapes, strides, dtypes, devices and 16-byte alignments (what Triton specializes on),
+    and every option. ``tensors`` must be every tensor the launches take, in a fixed order;
+    a recorded launch that takes any other tensor (a temporary made in the call) or a
+    tensor descriptor is not replayed, nor a call where any launch took Triton's path."""
+    LIMIT = 4096
+    #: Recordings of a key that may fail before it is given up (the first ones compile)
+    ATTEMPTS = 4
+
+    def __init__(self):
+        self._table: dict = {}
+        _PLAN_CACHES.append(self._table)
+
+    def replay(self, profile: Profile, key: tuple, tensors: tuple) -> bool:
+        """Make the launches kept for ``profile`` and ``key`` on ``tensors``; False where
+        none are kept (or every launch must take Triton's path now): the caller launches."""
+        try:
+            hit = self._table.get((id(profile), key))
+        except TypeError:  # an unhashable option: the launcher's checks name it
+            return False
+        if hit is None or type(hit[1]) is int or hit[0] is not profile or _triton_path():
+            return False
+        device = driver.active.get_current_device()
+        launches_, recorded_device = hit[1]
+        if device != recorded_device:
+            return False
+        for kernel, meta, dims, compiled, args, slots, tail in launches_:
+            args = list(args)
+            for position, index in slots:
+                args[position] = tensors[index]
+            args = tuple(args)
+            launches.note_launch(kernel, args, meta, dims)
+            _run_compiled(compiled, dims, device, args, tail)
+        return True
+
+    @contextmanager
+    def record(self, profile: Profile, key: tuple, tensors: tuple):
+        """Around a call's launches that :meth:`replay` did not make: keeps them for
+        ``key`` where they can be replayed."""
+        try:
+            hit = self._table.get((id(profile), key))
+        except TypeError:  # an unhashable option
+            key = None
+        if key is None or _triton_path() or (hit is not None and hit[1] == 0
+                                             and hit[0] is profile):
+            yield
+            return
+        outer = getattr(_recording, "launches", None)
+        _recording.launches = recorded = []
+        noted = launches.noted
+        try:
+            yield
+        finally:
+            _recording.launches = outer
+        if outer is not None:
+            outer.extend(recorded)  # a launcher recorded inside another's call
+        kept = (_replayable(recorded, tensors) if launches.noted - noted == len(recorded)
+                else None)
+        if kept is None:
+            attempts = hit[1] if hit is not None and hit[0] is profile and type(hit[1]) is int \
+                else self.ATTEMPTS
+            kept = attempts - 1  # 0: given up
+        else:
+            kept = (kept, driver.active.get_current_device())
+        if len(self._table) >= self.LIMIT:
+            self._table.clear()
+        self._table[(id(profile), key)] = (profile, kept)
+
+
+def _replayable(recorded: list, tensors: tuple) -> tuple | None:
+    """The recorded launches with each tensor argument replaced by its index in
+    ``tensors``, or None where one takes a tensor not in it or a tensor descriptor."""
+    where = {id(t): i for i, t in enumerate(tensors)}
+    kept = []
+    for kernel, meta, dims, compiled, args, tail in recorded:
+        slots = []
+        for position, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                if id(a) not in where:
+                    return None
+                slots.append((position, where[id(a)]))
+            elif TensorDescriptor is not None and isinstance(a, TensorDescriptor):
+                return None
+        constants = tuple(None if isinstance(a, torch.Tensor) else a for a in args)
+        kept.append((kernel, meta, dims, compiled, constants, tuple(slots), tail))
+    return tuple(kept) if kept else None
 
 
 def launch_plan(plan):

@@ -57,7 +57,7 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .fast_launch import PassedChecks, launch, launch_plan, signature, tuned_launch
+from .fast_launch import PassedChecks, Replays, launch, launch_plan, signature, tuned_launch
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
@@ -458,6 +458,8 @@ def _contiguous(x: torch.Tensor, profile: Profile) -> torch.Tensor:
 
 #: Inputs (signature and input_precision) that passed :func:`_check`, per profile
 _CHECKS = PassedChecks()
+#: The launches of calls on inputs of one layout, replayed (small products' Python)
+_REPLAYS = Replays()
 
 
 def _check(a: torch.Tensor, b: torch.Tensor, input_precision, profile: Profile) -> None:
@@ -503,15 +505,32 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
             any_size: bool) -> torch.Tensor:
+    try:
+        # what the launches depend on besides the profile (the replay key, see Replays)
+        key = (input_precision, any_size, a.shape, b.shape, a.stride(), b.stride(), a.dtype,
+               b.dtype, a.device, b.device, a.data_ptr() % 16, b.data_ptr() % 16)
+        c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    except (AttributeError, IndexError, TypeError):
+        key = None  # not 2-D tensors: the checks say what is wrong
+    if key is not None and _REPLAYS.replay(profile, key, (a, b, c)):
+        return c
     _CHECKS.checked(profile, (input_precision, signature(a, b)), a, _check, a, b,
                     input_precision, profile)
     M, K = a.shape
     N = b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     if M == 0 or N == 0:
         return c
     if K == 0:
         return c.zero_()
+    with _REPLAYS.record(profile, key, (a, b, c)):
+        _launch_matmul(a, b, c, profile, input_precision, any_size)
+    return c
+
+
+def _launch_matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile,
+                   input_precision, any_size: bool) -> None:
+    M, K = a.shape
+    N = b.shape[1]
     if input_precision is None:
         input_precision = "tf32" if profile["dtypes.tf32"] else "ieee"
     fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
@@ -525,7 +544,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
             b = _contiguous(b.t(), profile).t()
     if _takes_tma(a, b, profile, fp32_tf32, any_size):
         _matmul_tma(a, b, c, profile)
-        return c
+        return
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731
     buckets = (next_power_of_2(M), next_power_of_2(N), next_power_of_2(K))
     k_contiguous = 2 * (a.stride(1) == 1) + (b.stride(0) == 1)
@@ -535,4 +554,3 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
                   a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
                  {"INPUT_PRECISION": precision, "SELECT_LOADS": profile.select_loads},
                  (*buckets, k_contiguous, precision, a.dtype))
-    return c

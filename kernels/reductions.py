@@ -51,7 +51,7 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import PassedChecks, PlannedLaunch, launch, launch_plan, signature
+from .fast_launch import PassedChecks, PlannedLaunch, Replays, launch, launch_plan, signature
 from .row_align import aligned, row_align
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -504,8 +504,9 @@ def max_all_atomic(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     return acc.to(x.dtype)
 
 
-#: Inputs that passed max_dim's or prod_dim's checks, per profile, op and signature
-_DIM_CHECKS = PassedChecks()
+#: Inputs that passed max_dim's or prod_dim's checks (per profile, op and signature), and
+#: their one-launch calls on inputs of one layout, replayed
+_DIM_CHECKS, _REPLAYS = PassedChecks(), Replays()
 
 
 def _check_dim(op: str, x: torch.Tensor, profile: Profile) -> None:
@@ -527,16 +528,18 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
     indices = torch.empty(out_shape, dtype=torch.int64, device=x.device)
     if M == 0:
         return values, indices
+    key = ("max", x2.shape, x2.stride(), x.dtype, x.device, x2.data_ptr() % 16)
+    if _REPLAYS.replay(profile, key, (x2, values, indices)):
+        return values, indices
     n_chunks, chunk_size, partial_dtype, first, second = _dim_plan(
         profile, "max", M, N, x2.stride(0), x.dtype)
     if not n_chunks:
-        first(x2, values, indices, M, N, x2.stride(0))
+        with _REPLAYS.record(profile, key, (x2, values, indices)):
+            first(x2, values, indices, M, N, x2.stride(0))
         return values, indices
-    if n_chunks == 1:
-        part_v, part_i = values, indices
-    else:
-        part_v = torch.empty((M, n_chunks), dtype=partial_dtype, device=x.device)
-        part_i = torch.empty((M, n_chunks), dtype=torch.int64, device=x.device)
+    part_v, part_i = (values, indices) if n_chunks == 1 else (
+        torch.empty((M, n_chunks), dtype=partial_dtype, device=x.device),
+        torch.empty((M, n_chunks), dtype=torch.int64, device=x.device))
     first(x2, x2, part_v, part_i, M, N, x2.stride(0), n_chunks, chunk_size)
     if n_chunks > 1:
         second(part_v, part_i, values, indices, M, n_chunks, n_chunks, 1, n_chunks)
@@ -576,13 +579,16 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     if M == 0:
         return out
+    key = ("prod", x2.shape, x2.stride(), x.dtype, x.device, x2.data_ptr() % 16)
+    if _REPLAYS.replay(profile, key, (x2, out)):
+        return out
     n_chunks, chunk_size, acc_dtype, first, second = _dim_plan(
         profile, "prod", M, N, x2.stride(0), x.dtype)
     if not n_chunks:
-        first(x2, out, M, N, x2.stride(0))
+        with _REPLAYS.record(profile, key, (x2, out)):
+            first(x2, out, M, N, x2.stride(0))
         return out
-    partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype,
-                                                     device=x.device)
+    partials = out if n_chunks == 1 else torch.empty((M, n_chunks), dtype=acc_dtype, device=x.device)
     first(x2, partials, M, N, x2.stride(0), n_chunks, chunk_size)
     if n_chunks > 1:
         second(partials, out, M, n_chunks, n_chunks, 1, n_chunks)

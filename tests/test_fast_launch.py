@@ -359,6 +359,14 @@ def test_matmul_launches_the_autotuners_pick_directly(dtype, b_layout, monkeypat
     assert runs == [] and fast_launch._PICKS
     torch.testing.assert_close(again, first, rtol=0, atol=0)
     torch.testing.assert_close(again.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-1)
+    # small products: from the call after, the launch is replayed on new inputs of the
+    # same layout (Replays); tensor-descriptor launches are not
+    from kernels import matmul as module
+    replays = len([v for v in module._REPLAYS._table.values() if type(v[1]) is tuple])
+    assert replays == (not module._takes_tma(a, b, profile, False))
+    a2, b2 = a * 0.5, (b.t() * 2).t() if b_layout == "transposed" else b * 2
+    torch.testing.assert_close(matmul(a2, b2, profile=profile), again, rtol=0, atol=0)
+    assert runs == []
 
 
 def test_matmul_checks_once_per_signature_and_still_rejects_bad_inputs(
@@ -452,3 +460,91 @@ def test_launchers_check_once_per_signature_and_still_reject_bad_inputs(
         with pytest.raises(error):
             call(**kwargs)
     assert len(calls) == checked + len(bad)
+
+
+@pytest.fixture
+def direct_launches_in_the_interpreter(monkeypatch):
+    """The direct path (and so the recording of replays) taken under the interpreter: a
+    "compiled kernel" stands for its JITFunction and constexprs, and running it launches
+    them through Triton (interpreted). Yields the launches run that way."""
+    from types import SimpleNamespace
+    ran = []
+
+    def direct(kernel, grid, args, meta, meta_key, table):
+        kernel[grid](*args, **meta)  # noted as any launch is
+        dims = tuple(grid) + (1,) * (3 - len(grid))
+        recorded = getattr(fast_launch._recording, "launches", None)
+        if recorded is not None:
+            recorded.append((kernel, meta, dims, SimpleNamespace(kernel=kernel, meta=meta),
+                             args, ()))
+
+    def run_compiled(compiled, dims, device, args, tail):
+        ran.append((compiled.kernel, dims))
+        compiled.kernel[dims](*args, **compiled.meta)
+    monkeypatch.setattr(fast_launch, "_triton_path", lambda: False)
+    monkeypatch.setattr(fast_launch, "_launch", direct)
+    monkeypatch.setattr(fast_launch, "_run_compiled", run_compiled)
+    monkeypatch.setattr(fast_launch, "driver",
+                        SimpleNamespace(active=SimpleNamespace(get_current_device=lambda: 0)))
+    fast_launch.clear()
+    with interpreted():
+        yield ran
+    fast_launch.clear()
+
+
+def test_a_replayed_call_makes_the_recorded_launches_on_its_own_tensors(
+        direct_launches_in_the_interpreter):
+    """A call recorded under a key is replayed for the next call with that key: the same
+    kernels, grids and constants, on that call's tensors. Launches that take a temporary
+    of the call, or that took Triton's path, are never replayed; a key that keeps
+    failing is given up after a few calls."""
+    from kernels.fast_launch import Replays
+    ran = direct_launches_in_the_interpreter
+    profile = load_profiles()["nvidia-sm90"]
+    replays = Replays()
+
+    def scale(x, n, factor, temporary=False):
+        y = torch.zeros_like(x)
+        key = (x.shape, x.dtype, n, factor, temporary)
+        if replays.replay(profile, key, (x, y)):
+            return y
+        with replays.record(profile, key, (x, y)):
+            launch(_scale_kernel, (triton.cdiv(n, 8),), x, y, n, factor, BLOCK=8)
+            if temporary:  # y = 2 * y through a temporary the replay cannot know
+                t = y.clone()
+                launch(_scale_kernel, (triton.cdiv(n, 8),), t, y, n, 2.0, BLOCK=8)
+        return y
+    x = torch.arange(20, dtype=torch.float32)
+    torch.testing.assert_close(scale(x, 20, 3.0), x * 3)
+    assert ran == []                                      # recorded, not replayed
+    other = torch.arange(20, 40, dtype=torch.float32)
+    torch.testing.assert_close(scale(other, 20, 3.0), other * 3)
+    assert ran == [(_scale_kernel, (3, 1, 1))]            # replayed on the new tensors
+    torch.testing.assert_close(scale(x, 12, 3.0)[:12], x[:12] * 3)
+    assert len(ran) == 1                                  # another key: recorded first
+    for _ in range(Replays.ATTEMPTS + 2):
+        torch.testing.assert_close(scale(x, 20, 0.5, temporary=True), x)
+    assert len(ran) == 1                                  # never replayed
+    assert replays._table[id(profile), (x.shape, x.dtype, 20, 0.5, True)][1] == 0  # given up
+
+
+def test_matmul_replays_a_small_products_launch_for_inputs_of_one_layout(
+        direct_launches_in_the_interpreter):
+    """From the recorded call on, matmul's launch for a given layout (shapes, strides,
+    dtypes, alignment, precision) is replayed on new inputs; another layout is not."""
+    from kernels.matmul import matmul
+    ran = direct_launches_in_the_interpreter
+    profile = load_profiles()["nvidia-sm90"]
+    g = torch.Generator().manual_seed(0)
+    pairs = [(torch.randn(24, 40, generator=g), torch.randn(40, 16, generator=g))
+             for _ in range(5)]
+    for a, b in pairs:
+        torch.testing.assert_close(matmul(a, b, profile=profile, input_precision="ieee"),
+                                   a @ b, rtol=1e-4, atol=1e-4)
+    replayed = len(ran)
+    assert replayed >= 1 and all(kernel.__name__ == "_matmul_kernel" for kernel, _ in ran)
+    a, b = pairs[0]
+    b_t = b.t().contiguous().t()  # the same values, K-major: another layout
+    torch.testing.assert_close(matmul(a, b_t, profile=profile, input_precision="ieee"), a @ b,
+                               rtol=1e-4, atol=1e-4)
+    assert len(ran) == replayed

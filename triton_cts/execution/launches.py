@@ -91,10 +91,17 @@ def _twin(jit_fn: JITFunction) -> InterpretedFunction:
     return twin
 
 
+#: Launches noted in this process, by either path: a launcher replaying recorded launches
+#: (``kernels/fast_launch.py``) tells by it whether any launch of a call took another path
+noted = 0
+
+
 def note_launch(kernel, args, kwargs, grid) -> None:
     """Record a launch in every active log (no-op when none is): the one entry point for
     ``run`` below and for launchers that call a compiled kernel directly
     (``kernels/fast_launch.py``)."""
+    global noted
+    noted += 1
     if _active:
         launch = Launch(kernel, args, dict(kwargs), _grid_of(kernel, args, kwargs, grid),
                         launched=not _capturing)
