@@ -443,10 +443,11 @@ def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Prof
                  {"NUM_PROGRAMS": programs}, (*buckets, k_major))
 
 
-def _contiguous(x: torch.Tensor, profile: Profile) -> torch.Tensor:
-    """A contiguous copy of the 2-D view ``x``, by :func:`_contiguous_kernel` with square
-    tiles of the profile's elementwise block."""
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+def _contiguous(x: torch.Tensor, profile: Profile, out: torch.Tensor | None = None) -> torch.Tensor:
+    """A contiguous copy of the 2-D view ``x`` (into ``out`` where given), by
+    :func:`_contiguous_kernel` with square tiles of the profile's elementwise block."""
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if out.numel() == 0:
         return out
     side = 1 << (profile.elementwise_block(x.dtype).bit_length() - 1) // 2
@@ -510,10 +511,13 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
         key = (input_precision, any_size, a.shape, b.shape, a.stride(), b.stride(), a.dtype,
                b.dtype, a.device, b.device, a.data_ptr() % 16, b.data_ptr() % 16)
         c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+        a_op, b_op, copies = _k_major_operands(a, b, profile, input_precision)
     except (AttributeError, IndexError, TypeError):
-        key = None  # not 2-D tensors: the checks say what is wrong
-    if key is not None and _REPLAYS.replay(profile, key, (a, b, c)):
-        return c
+        key, tensors = None, ()  # not 2-D tensors: the checks say what is wrong
+    else:
+        tensors = (a, b, c, a_op, b_op, *[t for pair in copies for t in pair])
+        if _REPLAYS.replay(profile, key, tensors):
+            return c
     _CHECKS.checked(profile, (input_precision, signature(a, b)), a, _check, a, b,
                     input_precision, profile)
     M, K = a.shape
@@ -522,26 +526,43 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
         return c
     if K == 0:
         return c.zero_()
-    with _REPLAYS.record(profile, key, (a, b, c)):
-        _launch_matmul(a, b, c, profile, input_precision, any_size)
+    with _REPLAYS.record(profile, key, tensors):
+        _launch_matmul(a_op, b_op, c, copies, profile, input_precision, any_size)
     return c
 
 
-def _launch_matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile,
-                   input_precision, any_size: bool) -> None:
+def _tf32(a: torch.Tensor, profile: Profile, input_precision) -> bool:
+    """Whether a float32 product runs as tf32 (None: where the profile's tensor cores do)."""
+    if a.dtype != torch.float32:
+        return False
+    return input_precision == "tf32" or (input_precision is None and bool(profile["dtypes.tf32"]))
+
+
+def _k_major_operands(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision):
+    """(A and B as the kernel takes them, the (source, destination) pairs of the K-major
+    copies that make them): the target's tf32 dots read both operands K-major from shared
+    memory; one that is not gets its copy there transposed a 4-byte element at a time, in
+    every tile, for the whole product: a K-major copy first costs one pass over it. The
+    buffers and views are made before the launches, so that a replayed call has its own."""
+    if not (_tf32(a, profile, input_precision) and profile.tf32_k_major):
+        return a, b, ()
+    copies = []
+    if a.stride(1) != 1:
+        copies.append((a, torch.empty(a.shape, dtype=a.dtype, device=a.device)))
+        a = copies[-1][1]
+    if b.stride(0) != 1:
+        copies.append((b.t(), torch.empty(b.shape[::-1], dtype=b.dtype, device=b.device)))
+        b = copies[-1][1].t()
+    return a, b, tuple(copies)
+
+
+def _launch_matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, copies: tuple,
+                   profile: Profile, input_precision, any_size: bool) -> None:
     M, K = a.shape
     N = b.shape[1]
-    if input_precision is None:
-        input_precision = "tf32" if profile["dtypes.tf32"] else "ieee"
-    fp32_tf32 = a.dtype == torch.float32 and input_precision == "tf32"
-    if fp32_tf32 and profile.tf32_k_major:
-        # the target's tf32 dots read both operands K-major from shared memory; one that
-        # is not gets its copy there transposed a 4-byte element at a time, in every
-        # tile, for the whole product: a K-major copy first costs one pass over it
-        if a.stride(1) != 1:
-            a = _contiguous(a, profile)
-        if b.stride(0) != 1:
-            b = _contiguous(b.t(), profile).t()
+    fp32_tf32 = _tf32(a, profile, input_precision)
+    for source, destination in copies:
+        _contiguous(source, profile, destination)
     if _takes_tma(a, b, profile, fp32_tf32, any_size):
         _matmul_tma(a, b, c, profile)
         return

@@ -548,3 +548,10 @@ def test_matmul_replays_a_small_products_launch_for_inputs_of_one_layout(
     torch.testing.assert_close(matmul(a, b_t, profile=profile, input_precision="ieee"), a @ b,
                                rtol=1e-4, atol=1e-4)
     assert len(ran) == replayed
+    # tf32 on sm90 reads B K-major: a row-major B is copied first, into a buffer the
+    # call makes, so that the copy is replayed too
+    for a, b in pairs:
+        torch.testing.assert_close(matmul(a, b, profile=profile, input_precision="tf32"),
+                                   a @ b, rtol=1e-2, atol=1e-2)
+    names = [kernel.__name__ for kernel, _ in ran[replayed:]]
+    assert names and names == ["_contiguous_kernel", "_matmul_kernel"] * (len(names) // 2)
