@@ -235,7 +235,9 @@ class Replays:
     shapes, strides, dtypes, devices and 16-byte alignments (what Triton specializes on),
     and every option. ``tensors`` must be every tensor the launches take, in a fixed order;
     a recorded launch that takes any other tensor (a temporary made in the call) or a
-    tensor descriptor is not replayed, nor a call where any launch took Triton's path."""
+    tensor descriptor is not replayed, nor a call where any launch took Triton's path.
+    Only Triton launches are replayed: the block under :meth:`record` must do nothing else
+    a call needs (no torch operation on the tensors)."""
     LIMIT = 4096
     #: Recordings of a key that may fail before it is given up (the first ones compile)
     ATTEMPTS = 4
