@@ -238,6 +238,11 @@ def derived_profiles(draw, profile: Profile) -> Profile:
                       2 if rows >= 4 else 1]
         tiles |= {f"launch.layer_norm_backward_row_group_tile{suffix}": group_tile
                   for suffix in ("", "_32bit")}
+    if "layer_norm_forward_row_group_tile_32bit" in profile.data["launch"]:
+        # the row-group forward likewise (32-bit data, as the profile)
+        rows, cols, warps = derived.column_sum_tile
+        tiles["launch.layer_norm_forward_row_group_tile_32bit"] = [
+            min(rows, 2), cols, warps, derived.partials_per_compute_unit]
     return derived.derive(name=derived.name, **tiles)
 
 

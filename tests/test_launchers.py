@@ -313,7 +313,8 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
     on sm90), each walking several rows; RMS norm and 16-bit data keep a program a row.
     The results are the reference's."""
     from kernels.layer_norm import layer_norm, rms_norm
-    tiled = SM90.derive(**{"limits.compute_units": 2, "launch.max_fused_size_bytes": 256})
+    tiled = SM90.derive(**{"limits.compute_units": 2, "launch.max_fused_size_bytes": 256,
+                           "launch.layer_norm_forward_row_group_tile_32bit": None})
     g = torch.Generator().manual_seed(1)
     x = torch.randn(7, 200, generator=g) * 3 + 5  # 64 float32 columns a tile, 7 rows
     w, b = torch.randn(200, generator=g), torch.randn(200, generator=g)

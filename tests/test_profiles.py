@@ -205,6 +205,11 @@ def test_derive_validates_like_a_file():
         sm90.derive(**{"limits.max_num_warps": 64})
     with pytest.raises(ProfileError, match="unknown field"):
         sm90.derive(**{"launch.no_such_field": 1})
+    # None removes an optional field; a required one is then missing
+    assert sm90.derive(**{"launch.layer_norm_forward_row_group_tile_32bit": None}
+                       ).layer_norm_forward_row_group_tile(torch.float32) is None
+    with pytest.raises(ProfileError, match="max_grid_num"):
+        sm90.derive(**{"launch.max_grid_num": None})
 
 
 def test_profile_from_dict_rejects_non_table():

@@ -177,3 +177,74 @@ def test_groups_meeting_many_times_compensate_their_column_sums():
                                            SM90.compute_units, False)
         return plan[3].meta["COMPENSATED"]
     assert compensated(2097153, 4) and not compensated(1024, 65536)
+
+
+# ---- the forward ----------------------------------------------------------------------
+FORWARD_GROUPS, TILED_FORWARD = "_layer_norm_fwd_row_groups_kernel", "_layer_norm_fwd_tiled_kernel"
+#: sm90 with a row-group forward tile for 16-bit data too (the profile has one for 32-bit)
+SM90_ALL = SM90.derive(**{"launch.layer_norm_forward_row_group_tile": [2, 4096, 8, 2]})
+
+
+def test_long_layer_norm_rows_take_the_row_group_forward_where_the_profile_has_its_tile():
+    """float32 layer-norm rows past the fused tile are split over groups of resident
+    programs on sm90 (as many groups as the compute units hold); bf16 (no 16-bit tile),
+    RMS norm, rows with a residual and a profile without the tile keep the tiled forward;
+    the variant names why it declines."""
+    x, w = torch.empty(1024, 65536, device="meta"), torch.empty(65536, device="meta")
+    _, block_n, _, per_unit = SM90.layer_norm_forward_row_group_tile(torch.float32)
+    n_parts = cdiv(65536, block_n)
+    grid = SM90.compute_units * per_unit // n_parts * n_parts
+    assert (FORWARD_GROUPS, grid) in _kernels(ln.layer_norm, x, w, w, profile=SM90)
+    for names in (_kernels(ln.layer_norm, x.bfloat16(), w.bfloat16(), w.bfloat16(), profile=SM90),
+                  _kernels(ln.layer_norm, x, w, None, rms=True, profile=SM90),
+                  _kernels(ln.layer_norm, x, w, w, residual=x, profile=SM90),
+                  _kernels(ln.layer_norm, x, w, w, profile=GFX942)):
+        assert TILED_FORWARD in dict(names) and FORWARD_GROUPS not in dict(names), names
+    with launches.capture_launches(), pytest.raises(
+            UnsupportedDtypeError, match="no launch.layer_norm_forward_row_group_tile for "
+                                         "torch.bfloat16"):
+        ln.layer_norm_forward_row_groups(x.bfloat16(), w.bfloat16(), None, profile=SM90)
+
+
+@needs_interpreter
+def test_interpreted_row_group_forward_matches_the_fused_forward():
+    """A group of one program (the interpreter's) over rows with a large mean: y, mean and
+    rstd of the fused forward, to rounding, for each float dtype."""
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        x = (torch.randn(5, 2100) * 3 + 50).to(dtype)
+        weight, bias = torch.randn(2100).to(dtype), torch.randn(2100).to(dtype)
+        with launches.interpreted():
+            got = ln.layer_norm_forward_row_groups(x, weight, bias, 1e-5, profile=SM90_ALL)
+            want = ln.layer_norm_forward(x, weight, bias, 1e-5, profile=SM90_ALL)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=2e-2 if dtype.itemsize == 2 else 2e-5,
+                                       atol=2e-2 if dtype.itemsize == 2 else 2e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device: groups of "
+                    "several programs meet only where programs run at once")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("shape", [(1024, 65536), (301, 20000), (7, 9000), (3, 262144)])
+def test_groups_of_programs_normalize_as_the_tiled_forward_on_the_device(dtype, shape):
+    """Rows split over 3 to 64 programs a group (ragged last slices and row blocks) give
+    the tiled forward's y, mean and rstd to rounding, bitwise the same on a second run."""
+    from triton_cts.profiles.vendor_selection import attached_device, match_device
+    profile = match_device(attached_device(), PROFILES)
+    if profile.layer_norm_forward_row_group_tile(torch.float32) is None:
+        pytest.skip(f"profile '{profile.name}' has no row-group forward tile")
+    grouped = profile.derive(**{"launch.layer_norm_forward_row_group_tile": list(
+        profile.layer_norm_forward_row_group_tile(torch.float32))})
+    without = profile.derive(**{f"launch.{field}": None for field in (
+        "layer_norm_forward_row_group_tile", "layer_norm_forward_row_group_tile_32bit")})
+    torch.manual_seed(2)
+    x = torch.randn(*shape, device="cuda").mul(3).add(10).to(dtype)
+    weight, bias = (torch.randn(shape[1], device="cuda").to(dtype) for _ in range(2))
+    first = ln.layer_norm_forward_row_groups(x, weight, bias, profile=grouped)
+    second = ln.layer_norm_forward_row_groups(x, weight, bias, profile=grouped)
+    tiled = ln.layer_norm_forward(x, weight, bias, profile=without)
+    for a, b, c in zip(first, second, tiled):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a.float(), c.float(),
+                                   rtol=1e-2 if a.dtype.itemsize == 2 else 2e-5,
+                                   atol=2e-2 if a.dtype.itemsize == 2 else 2e-5)

@@ -25,12 +25,13 @@ from .backward import (layer_norm_backward, layer_norm_backward_atomic,
 from .long_rows import layer_norm_backward_columns, layer_norm_backward_tiled
 from .row_groups import layer_norm_backward_row_groups
 from .forward import (LayerNormOutput, layer_norm, layer_norm_forward,
-                      layer_norm_residual_dropout, rms_norm)
+                      layer_norm_forward_row_groups, layer_norm_residual_dropout, rms_norm)
 from .tiles import DTYPES, MASK_DTYPES, STAT_DTYPES
 
 __all__ = [
     "DTYPES", "STAT_DTYPES", "MASK_DTYPES", "LayerNormOutput", "LayerNormFunction",
-    "layer_norm", "layer_norm_forward", "layer_norm_residual_dropout", "rms_norm",
+    "layer_norm", "layer_norm_forward", "layer_norm_forward_row_groups",
+    "layer_norm_residual_dropout", "rms_norm",
     "layer_norm_backward", "layer_norm_backward_atomic", "layer_norm_backward_partial",
     "layer_norm_backward_tiled", "layer_norm_backward_columns",
     "layer_norm_backward_row_groups", "rms_norm_backward",

@@ -30,9 +30,11 @@ from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows
                     _check_vector, _dropout_scale, _dropout_scale_parts, _fits_fused,
                     _forward_tile, _kahan_add, _load, _load_row_constants, _prenorm_input,
                     _row_block, _row_offsets, _tile_offsets, _tiled_forward_block, _to_acc)
-from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
+from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
+                                               check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PassedChecks, PlannedLaunch, launch_plan, signature
+from .row_groups import _why_no_groups, forward_row_groups_plan, group_units
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -288,9 +290,28 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     ``return_dropout_mask`` and ``dropout_p > 0``. mean (None in RMS mode) and rstd have
     shape ``x.shape[:-1]``, float32 (float64 for float64 inputs).
     """
-    op = "layer_norm"
+    return _layer_norm(x, weight, bias, eps, residual, rowscale, dropout_p, seed,
+                       return_dropout_mask, rms, profile, "layer_norm")
+
+
+def layer_norm_forward_row_groups(x: torch.Tensor, weight: torch.Tensor,
+                                  bias: torch.Tensor | None, eps: float = 1e-5, *,
+                                  profile: Profile):
+    """:func:`layer_norm_forward` with each row split over a group of resident programs
+    (:mod:`.row_groups`) whatever its length. Not supported on profiles without
+    ``launch.layer_norm_forward_row_group_tile`` for the dtype, nor for rows longer than
+    the programs the device keeps resident."""
+    out = _layer_norm(x, weight, bias, eps, None, None, 0.0, None, False, False, profile,
+                      "layer_norm_forward_row_groups")
+    return out.y, out.mean, out.rstd
+
+
+def _layer_norm(x, weight, bias, eps, residual, rowscale, dropout_p, seed,
+                return_dropout_mask, rms, profile, op) -> LayerNormOutput:
+    groups_only = op == "layer_norm_forward_row_groups"
     # the key holds everything the checks and the launch plan read
-    key = (rms, return_dropout_mask, dropout_p, signature(x, weight, bias, residual, rowscale))
+    key = (rms, return_dropout_mask, dropout_p, groups_only,
+           signature(x, weight, bias, residual, rowscale))
     known = _FORWARD_CHECKS.get(profile, key)
     if known is None:
         _check_forward(op, x, weight, bias, residual, rowscale, dropout_p, profile)
@@ -298,7 +319,10 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
         plan = None if n_rows == 0 or n_cols == 0 else _forward_plan(
             profile, n_rows, n_cols, x.dtype, dropout, rms, bias is not None,
             residual is not None, residual is not None or rowscale is not None or dropout,
-            rowscale is not None, dropout and bool(return_dropout_mask))
+            rowscale is not None, dropout and bool(return_dropout_mask),
+            *group_units(x.device, profile), groups_only)
+        if groups_only and plan is None and n_rows and n_cols:
+            raise UnsupportedDtypeError(f"{op}: {_why_no_groups(x.dtype, n_cols, profile)}")
         # (an int shape where x is 2-D: torch.empty parses it in half the time of a Size)
         known = _FORWARD_CHECKS.remember(profile, key, x.device, (
             n_rows, n_cols, n_rows if x.ndim == 2 else x.shape[:-1], plan))
@@ -352,9 +376,14 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
 @launch_plan
 def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
                   has_dropout: bool, rms: bool, has_bias: bool, has_residual: bool,
-                  store_residual_out: bool, has_rowscale: bool,
-                  store_dropout_mask: bool) -> PlannedLaunch:
-    """The forward launch: kernel, grid, constexprs and options from the profile."""
+                  store_residual_out: bool, has_rowscale: bool, store_dropout_mask: bool,
+                  units: int, interpreting: bool, groups_only: bool) -> PlannedLaunch:
+    """The forward launch: kernel, grid, constexprs and options from the profile (``units``,
+    ``interpreting``: where a row-group launch may run, :func:`.row_groups.group_units`;
+    ``groups_only``: the row-group launch or None)."""
+    if groups_only:
+        return forward_row_groups_plan(profile, n_rows, n_cols, dtype, rms, has_bias, units,
+                                       interpreting)
     meta = dict(RNG_32BIT=profile.rng_counter_bits == 32, SELECT_LOADS=profile.select_loads,
                 COMPUTE_FP64=dtype == torch.float64, IS_RMS=rms, HAS_BIAS=has_bias,
                 HAS_RESIDUAL=has_residual, STORE_RESIDUAL_OUT=store_residual_out,
@@ -372,6 +401,16 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
             PAIRED_SUMS=profile.multi_operand_reduce,
             **profile.launch_options_for(block_m * block_n, dtype,
                                          "layer_norm_num_warps_by_block"))
+    if not (rms or store_residual_out or has_dropout):
+        # plain layer-norm rows past the fused tile: split over a group of resident programs,
+        # x read once, where the profile has the tile (kernels/layer_norm/row_groups.py).
+        # RMS norm keeps the tiled kernel: it walks a row twice, not three times, and on an
+        # H100 (float32, row groups against tiled) went 80 -> 86% of copy at 1024x65536 but
+        # 98 -> 89% at 2048x32768
+        groups = forward_row_groups_plan(profile, n_rows, n_cols, dtype, rms, has_bias,
+                                         units, interpreting)
+        if groups is not None:
+            return groups
     block_n, options = _tiled_forward_block(n_cols, dtype, profile, has_dropout)
     # layer norm's first pass unhinted: keeping it measured slower than hinting only the
     # second (H100, triton 3.6, CUDA graphs, 1024x65536: bf16 75% of copy against 80%,

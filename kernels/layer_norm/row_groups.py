@@ -1,4 +1,5 @@
-"""Layer norm and RMS norm backward for long rows, each row shared by a group of programs.
+"""Layer norm and RMS norm for long rows, each row shared by a group of programs: the
+backward, and the float32 layer-norm forward.
 
 dx needs two sums over its whole row before any element can be written; a long row does
 not fit one program. The column strategy (:mod:`.long_rows`) reads x and dy twice for it:
@@ -23,6 +24,11 @@ them (``maxnreg``, CUDA only), and the grid is at most that many programs on eac
 unit the attached device has. The interpreter runs a grid's programs one after another,
 so there a group is a single program holding whole rows: its arithmetic is checked, the
 meeting of several programs only on a device.
+
+The forward (``launch.layer_norm_forward_row_group_tile``, ``_32bit``) meets once a row
+block: each program stores its slice's mean and sum of squared deviations from it, and
+every program combines the group's in a fixed order and normalizes its slice from its
+registers. x is read once, where the tiled forward walks a row three times.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from triton import knobs
 
 from .column_sums import _sum_partials
 from .long_rows import _backward_columns
-from .tiles import (_acc_dtype, _add_triple, _Backward, _backward_flags,
+from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _backward_flags,
                     _dropout_scale, _grads, _add_block_column_sums, _load, _load_row_constants,
                     _prepare_backward, _row_offsets, _row_operands, _store_input_grads,
                     _tile_offsets, _to_acc)
@@ -67,6 +73,103 @@ def _reconverted(v, F16_ASM: tl.constexpr):
                                          is_pure=False, pack=1)
     else:
         return v.to(tl.float32)
+
+
+@triton.jit
+def _meet(ARRIVED, group, meeting, n_parts):
+    # every thread's partial-sum stores before the release, then wait for the whole group
+    tl.debug_barrier()
+    target = (meeting + 1) * n_parts
+    arrived = tl.atomic_add(ARRIVED + group, 1, sem="release", scope="gpu") + 1
+    while arrived < target:
+        arrived = tl.atomic_add(ARRIVED + group, 0, sem="acquire", scope="gpu")
+
+
+@triton.jit
+def _layer_norm_fwd_row_groups_kernel(
+    X, Y, W, B, MEAN, RSTD,
+    SUMS,                   # [n_groups, 2, PARTS_BLOCK, ROWS, 2]: each part's row statistics
+    ARRIVED,                # [n_groups] int32, zero at launch: arrivals at each group's counter
+    n_rows, N, eps,
+    n_groups,               # groups of n_parts programs: the grid is n_groups * n_parts
+    n_parts,                # programs a row is split over: cdiv(N, BLOCK_N)
+    PARTS_BLOCK: tl.constexpr,  # next_power_of_2(n_parts)
+    ROWS: tl.constexpr,     # rows a group takes at each meeting
+    BLOCK_N: tl.constexpr,  # columns of a program's slice
+    IS_RMS: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    RECONVERT: tl.constexpr,  # 16-bit x: held as loaded, converted again after the meeting
+    F16_ASM: tl.constexpr,  # float16 reconverted by inline PTX (see _reconverted)
+    PAIRED_SUMS: tl.constexpr,  # both sums in one tl.reduce (where the backend lowers it)
+    SELECT_LOADS: tl.constexpr,
+    ROW_ALIGN: tl.constexpr,
+):
+    # Each program reduces its slice of ROWS rows to a mean and a sum of squared deviations
+    # from it (RMS norm: a sum of squares), the group meets, and each program combines the
+    # parts' statistics in a fixed order (Chan et al.: the parts' means weighted by their
+    # columns, their deviation sums plus each part's columns times its mean's squared
+    # distance from the row's) and normalizes its slice from its registers: x is read once.
+    pid = tl.program_id(0).to(tl.int64)
+    N = aligned(N, ROW_ALIGN)
+    group = pid // n_parts
+    part = pid % n_parts
+    cols = part * BLOCK_N + tl.arange(0, BLOCK_N)
+    _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS)
+    w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), False)[None, :]
+    r = tl.arange(0, ROWS)
+    parts = tl.arange(0, PARTS_BLOCK)
+    in_group = (parts < n_parts)[:, None]
+    # each part's share of a row's columns (the last part may be ragged; none past it)
+    share = (tl.maximum(tl.minimum(N - parts * BLOCK_N, BLOCK_N), 0) / N)[:, None]
+    n_mine = tl.minimum(N - part * BLOCK_N, BLOCK_N)
+    meeting = 0
+    for block in range(group, tl.cdiv(n_rows, ROWS), n_groups):
+        rows = block * ROWS + r
+        offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS)
+        x_in = _load(X, load_offs, mask, SELECT_LOADS)
+        x = _to_acc(x_in, False)
+        slot = SUMS + ((group * 2 + meeting % 2) * PARTS_BLOCK) * (ROWS * 2)
+        mine = slot + part * (ROWS * 2) + r * 2
+        if IS_RMS:
+            tl.store(mine, tl.sum(x * x, axis=1))
+        else:
+            # as the fused forward: centred twice, d = x - mean0 then mean(d), what
+            # rounding mean0 lost (a slice with inf or NaN keeps the plain mean0)
+            mean0 = tl.sum(x, axis=1) / n_mine
+            d = tl.where(mask, x - mean0[:, None], 0.0)
+            if PAIRED_SUMS:
+                sum_d, sum_dd = tl.reduce((d, d * d), 1, _add_pair)
+            else:
+                sum_d, sum_dd = tl.sum(d, axis=1), tl.sum(d * d, axis=1)
+            mean_d = sum_d / n_mine
+            tl.store(mine, tl.where(mean_d == mean_d, mean0 + mean_d, mean0))
+            tl.store(mine + 1, tl.maximum(sum_dd - sum_d * mean_d, 0.0))
+        _meet(ARRIVED, group, meeting, n_parts)
+        # the group's statistics, read past the (incoherent) L1, combined in a fixed order
+        theirs = slot + parts[:, None] * (ROWS * 2) + r[None, :] * 2
+        mean = tl.zeros([ROWS], dtype=tl.float32)
+        if IS_RMS:
+            squares = tl.load(theirs, mask=in_group, other=0.0, cache_modifier=".cg")
+            var = tl.sum(squares, 0) / N
+        else:
+            means = tl.load(theirs, mask=in_group, other=0.0, cache_modifier=".cg")
+            devs = tl.load(theirs + 1, mask=in_group, other=0.0, cache_modifier=".cg")
+            mean = tl.sum(share * means, 0)
+            apart = tl.where(in_group, means - mean[None, :], 0.0)
+            var = tl.sum(devs, 0) / N + tl.sum(share * apart * apart, 0)
+        rstd = 1.0 / tl.sqrt(var + eps)
+        if part == 0:
+            in_rows = rows < n_rows
+            tl.store(RSTD + rows, rstd, mask=in_rows)
+            if not IS_RMS:
+                tl.store(MEAN + rows, mean, mask=in_rows)
+        if RECONVERT:
+            x = _reconverted(x_in, F16_ASM)
+        y = (x - mean[:, None]) * rstd[:, None] * w
+        if HAS_BIAS:
+            y += _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), False)[None, :]
+        tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
+        meeting += 1
 
 
 @triton.jit
@@ -155,12 +258,7 @@ def _layer_norm_bwd_row_groups_kernel(
         tl.store(mine, sum_gd)
         tl.store(mine + 1, sum_g)
         tl.store(mine + 2, sum_d)
-        # meet: every thread's stores before the release, then wait for the whole group
-        tl.debug_barrier()
-        target = (meeting + 1) * n_parts
-        arrived = tl.atomic_add(ARRIVED + group, 1, sem="release", scope="gpu") + 1
-        while arrived < target:
-            arrived = tl.atomic_add(ARRIVED + group, 0, sem="acquire", scope="gpu")
+        _meet(ARRIVED, group, meeting, n_parts)
         # the group's sums, read past the (incoherent) L1 and added in a fixed order
         theirs = slot + parts[:, None] * (ROWS * 4) + r[None, :] * 4
         in_group = (parts < n_parts)[:, None]
@@ -222,17 +320,15 @@ def _resident_units(profile: Profile, device: torch.device) -> int:
     return min(units, profile.compute_units)
 
 
-@launch_plan
-def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                     flag_key: tuple, units: int, interpreting: bool):
-    """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
-    backward, or None where it does not apply: no tile in the profile for ``dtype``
-    (64-bit data never: their arithmetic takes register pairs), or rows longer than the
-    programs ``units`` compute units keep resident (or than MAX_GRID_NUM)."""
-    tile = profile.layer_norm_backward_row_group_tile(dtype)
+def _groups(tile, n_rows: int, n_cols: int, dtype: torch.dtype, profile: Profile,
+            units: int, interpreting: bool):
+    """(rows a meeting, columns a program, parts a row, groups, next_power_of_2(parts)) of
+    a row-group kernel with the profile's ``tile`` for ``dtype``, or None where it does
+    not apply: no tile (64-bit data never: their arithmetic takes register pairs), or rows
+    longer than the programs ``units`` compute units keep resident (or than MAX_GRID_NUM)."""
     if tile is None or dtype.itemsize > 4:
         return None
-    rows, block_n, num_warps, per_unit, *in_flight = tile
+    rows, block_n, _, per_unit, *_ = tile
     # programs run one after another in the interpreter: a group is one program there
     block_n = next_power_of_2(n_cols) if interpreting else min(block_n, next_power_of_2(n_cols))
     # the grid is every group's programs at once: no more than are resident, nor than
@@ -243,23 +339,83 @@ def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dt
         return None
     rows = min(rows, next_power_of_2(n_rows))
     n_groups = max(1, min(cdiv(n_rows, rows), slots // n_parts))
-    parts_block = next_power_of_2(n_parts)
+    return rows, block_n, n_parts, n_groups, next_power_of_2(n_parts)
+
+
+def _group_options(tile, dtype: torch.dtype, n_cols: int, profile: Profile,
+                   interpreting: bool) -> dict:
+    """What both row-group kernels take from the tile and the dtype."""
+    _, _, num_warps, per_unit, *_ = tile
+    return dict(RECONVERT=dtype.itemsize == 2,
+                F16_ASM=dtype == torch.float16 and not interpreting,
+                ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
+                num_warps=num_warps, **profile.register_cap(per_unit, num_warps))
+
+
+@launch_plan
+def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                     flag_key: tuple, units: int, interpreting: bool):
+    """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
+    backward, or None where it does not apply (:func:`_groups`)."""
+    tile = profile.layer_norm_backward_row_group_tile(dtype)
+    layout = _groups(tile, n_rows, n_cols, dtype, profile, units, interpreting)
+    if layout is None:
+        return None
+    rows, block_n, n_parts, n_groups, parts_block = layout
     planned = PlannedLaunch(
         _layer_norm_bwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
-        ROWS=rows, BLOCK_N=block_n, PREFETCH=in_flight == [2], RECONVERT=dtype.itemsize == 2,
-        F16_ASM=dtype == torch.float16 and not interpreting,
+        ROWS=rows, BLOCK_N=block_n, PREFETCH=tile[4:] == (2,),
         COMPENSATED=cdiv(n_rows, n_groups * rows) > COMPENSATE_MEETINGS,
         TRIPLE_SUMS=profile.multi_operand_reduce, SLICE_BROADCAST=profile.slice_broadcast,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        num_warps=num_warps, **profile.register_cap(per_unit, num_warps),
+        **_group_options(tile, dtype, n_cols, profile, interpreting),
         **_backward_flags(profile, dtype, *flag_key))
     return n_groups, n_parts, n_groups * 2 * parts_block * rows * SUMS_PER_ROW, planned
 
 
+class _ForwardRowGroups:
+    """The row-group forward as a layer-norm forward plan: called with the forward
+    launch's arguments, it makes the group statistics' buffer and counters and launches."""
+    __slots__ = ("planned", "n_groups", "n_parts", "n_sums")
+
+    def __init__(self, planned, n_groups: int, n_parts: int, n_sums: int):
+        self.planned, self.n_groups, self.n_parts, self.n_sums = planned, n_groups, n_parts, n_sums
+
+    def __call__(self, x, y, w, b, residual, residual_out, rowscale, dropout_mask, mean, rstd,
+                 n_rows, n_cols, eps, *_):
+        sums = torch.empty(self.n_sums, dtype=torch.float32, device=x.device)
+        arrived = torch.zeros(self.n_groups, dtype=torch.int32, device=x.device)
+        self.planned(x, y, w, b, mean, rstd, sums, arrived, n_rows, n_cols, eps,
+                     self.n_groups, self.n_parts)
+
+
+def forward_row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                            rms: bool, has_bias: bool, units: int,
+                            interpreting: bool) -> _ForwardRowGroups | None:
+    """The row-group forward of plain rows (no residual, rowscale nor dropout), or None
+    where it does not apply (:func:`_groups`)."""
+    tile = profile.layer_norm_forward_row_group_tile(dtype)
+    layout = _groups(tile, n_rows, n_cols, dtype, profile, units, interpreting)
+    if layout is None:
+        return None
+    rows, block_n, n_parts, n_groups, parts_block = layout
+    planned = PlannedLaunch(
+        _layer_norm_fwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
+        ROWS=rows, BLOCK_N=block_n, IS_RMS=rms, HAS_BIAS=has_bias,
+        PAIRED_SUMS=profile.multi_operand_reduce, SELECT_LOADS=profile.select_loads,
+        **_group_options(tile, dtype, n_cols, profile, interpreting))
+    return _ForwardRowGroups(planned, n_groups, n_parts, n_groups * 2 * parts_block * rows * 2)
+
+
+def group_units(device: torch.device, profile: Profile) -> tuple[int, bool]:
+    """(the compute units a group's programs can be resident on, whether the interpreter
+    runs the launch): what a row-group plan depends on besides the profile and shapes."""
+    return (_resident_units(profile, device),
+            bool(knobs.runtime.interpret) and not launches.capturing())
+
+
 def _plan_for(p: _Backward, profile: Profile):
     return _row_groups_plan(profile, p.n_rows, p.n_cols, p.x.dtype, p.flag_key,
-                            _resident_units(profile, p.x.device),
-                            bool(knobs.runtime.interpret) and not launches.capturing())
+                            *group_units(p.x.device, profile))
 
 
 def _backward_row_groups(p: _Backward, dropout_scale: tuple, profile: Profile, plan):
@@ -303,13 +459,16 @@ def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool
         return _grads(p)
     plan = _plan_for(p, profile)
     if plan is None:
-        if x.dtype.itemsize > 4:
-            why = f"{x.dtype} is not taken (64-bit arithmetic takes register pairs)"
-        elif profile.layer_norm_backward_row_group_tile(x.dtype) is None:
-            why = (f"profile '{profile.name}' has no launch.layer_norm_backward_row_group_tile "
-                   f"for {x.dtype} ({profile.source})")
-        else:
-            why = (f"a row of {p.n_cols} columns needs more programs than the device keeps "
-                   f"resident")
-        raise UnsupportedDtypeError(f"{op}: {why}")
+        raise UnsupportedDtypeError(f"{op}: {_why_no_groups(x.dtype, p.n_cols, profile, 'backward')}")
     return _backward_row_groups(p, dropout_scale, profile, plan)
+
+
+def _why_no_groups(dtype: torch.dtype, n_cols: int, profile: Profile,
+                   direction: str = "forward") -> str:
+    """Why the row-group ``direction`` ("forward", "backward") does not take these rows."""
+    field = f"layer_norm_{direction}_row_group_tile"
+    if dtype.itemsize > 4:
+        return f"{dtype} is not taken (64-bit arithmetic takes register pairs)"
+    if profile._tile_for(field, dtype) is None:
+        return f"profile '{profile.name}' has no launch.{field} for {dtype} ({profile.source})"
+    return f"a row of {n_cols} columns needs more programs than the device keeps resident"

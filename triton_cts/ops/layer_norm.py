@@ -91,8 +91,11 @@ LAYER_NORM = OpSpec(
     max_ndim=4,
     tolerances=FORWARD_TOLERANCES,
     conditioning=layer_norm_conditioning,
-    compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),  # last: the tiled kernel
+    compile_shapes=((1024, 4096), (4096, 128), (16, 65536)),  # last: tiled or row groups
     relations=("shift_invariance", "scale_invariance"),
+    variants={"row_groups": "kernels.layer_norm:layer_norm_forward_row_groups"},
+    # no atomics, and each row's statistics are combined in a fixed order
+    deterministic=("reference", "reference/row_groups"),
 )
 
 

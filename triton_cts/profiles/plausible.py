@@ -75,6 +75,10 @@ PLAUSIBLE: dict[str, Range] = {
         1, 1 << 20, "rows a meeting, columns, warps and programs a unit"),
     "launch.layer_norm_backward_row_group_tile_32bit": Range(
         1, 1 << 20, "rows a meeting, columns, warps and programs a unit"),
+    "launch.layer_norm_forward_row_group_tile": Range(
+        1, 1 << 20, "rows a meeting, columns, warps and programs a unit"),
+    "launch.layer_norm_forward_row_group_tile_32bit": Range(
+        1, 1 << 20, "rows a meeting, columns, warps and programs a unit"),
     "peak.memory_bandwidth_gbs": Range(0, 100_000, "GB/s: about 8,000 at most today"),
     "peak.dense_tflops": Range(0, 100_000, "TFLOP/s: about 10,000 (fp4) at most today"),
     "compile.simds_per_cu": Range(1, 64, "SIMDs or warp schedulers per SM/CU: 4 today"),

@@ -298,6 +298,14 @@ class Profile:
         wider data); None where the profile has none: the strategy is then not taken."""
         return self._tile_for("layer_norm_backward_row_group_tile", dtype)
 
+    def layer_norm_forward_row_group_tile(
+            self, dtype: torch.dtype) -> tuple[int, int, int, int] | None:
+        """(rows a meeting, columns a program, num_warps, programs kept resident per compute
+        unit) of the layer-norm row-group forward on ``dtype`` data
+        (``launch.layer_norm_forward_row_group_tile``, ``_32bit`` for 32-bit and wider
+        data); None where the profile has none: the strategy is then not taken."""
+        return self._tile_for("layer_norm_forward_row_group_tile", dtype)
+
     def _tile_for(self, field: str, dtype: torch.dtype) -> tuple | None:
         """``launch.<field>`` (``<field>_32bit`` for 32-bit and wider data, where present)."""
         launch = self.data["launch"]
@@ -361,7 +369,8 @@ class Profile:
         return GPUTarget(self.backend, self.arch, self.warp_size)
 
     def derive(self, name: str | None = None, **changes: Any) -> "Profile":
-        """A copy with some fields changed, validated like a file: ``derive(**{"launch.max_grid_num": 2})``."""
+        """A copy with some fields changed, validated like a file: ``derive(**{"launch.max_grid_num": 2})``;
+        None removes an optional field (TOML has no null)."""
         data = _deepcopy(self.data)
         for dotted, value in changes.items():
             node, schema = data, SCHEMA
@@ -370,7 +379,10 @@ class Profile:
                 node, schema = node.setdefault(part, {}), schema.get(part, {})
             if last not in node and not (isinstance(schema, dict) and last in schema):
                 raise ProfileError(f"derived from {self.name}", dotted, "unknown field")
-            node[last] = value  # an optional field the profile lacks may be added
+            if value is None:
+                node.pop(last, None)
+            else:
+                node[last] = value  # an optional field the profile lacks may be added
         data["name"] = name or f"{self.name}~derived"
         return profile_from_dict(data, source=f"derived from {self.name}")
 

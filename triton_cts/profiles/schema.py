@@ -286,6 +286,11 @@ SCHEMA: dict[str, Any] = {
             "field is absent)"),
         "layer_norm_backward_row_group_tile_32bit": _row_group_tile_field(
             "of the layer-norm row-group backward on 32-bit data"),
+        "layer_norm_forward_row_group_tile": _column_tile_field(
+            "of the layer-norm row-group forward (a row split over a group of resident "
+            "programs) on 16-bit data (all data where the _32bit field is absent)"),
+        "layer_norm_forward_row_group_tile_32bit": _column_tile_field(
+            "of the layer-norm row-group forward on 32-bit data"),
     },
     "io": {
         "load": Field(_one_of(*LOAD_STRATEGIES), f"one of {LOAD_STRATEGIES}"),
@@ -413,7 +418,9 @@ def _check_resident_programs(source: str, where: str, programs: int, warps: int,
 
 
 _ROW_GROUP_TILES = ("layer_norm_backward_row_group_tile",
-                    "layer_norm_backward_row_group_tile_32bit")
+                    "layer_norm_backward_row_group_tile_32bit",
+                    "layer_norm_forward_row_group_tile",
+                    "layer_norm_forward_row_group_tile_32bit")
 
 
 def _check_consistency(d: dict, source: str) -> None:
