@@ -332,9 +332,10 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
         if reduction != "none":
             out.fill_(float("nan") if mean else 0.0)
         return out, dx
-    tensors = (x, y, losses, dx, n_valid, out)
+    # (out is losses where nothing is reduced: a tensor is named once, see Replays)
+    tensors = (x, y, losses, dx, n_valid, None if out is losses else out)
     key = (reduction, tiled, int(ignore_index), float(label_smoothing),
-           *[(t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in (x, y)])
+           *[(t.shape, t.stride(), t.dtype, t.device) for t in (x, y)])
     if _REPLAYS.replay(profile, key, tensors):
         return out, dx
     count, loss, total = _plan(profile, n_rows, n_cols, logits.dtype, tiled,

@@ -135,7 +135,9 @@ class PlannedLaunch:
         self._compiled: dict = {}
 
     def __call__(self, *args):
-        return _launch(self.kernel, self.grid, args, self.meta, (), self._compiled)
+        # the table is the plan's own: its key needs no kernel and no constexprs (hashing
+        # a JITFunction takes a lock on every call)
+        return _launch(self.kernel, self.grid, args, self.meta, None, self._compiled)
 
     def __repr__(self) -> str:
         return f"PlannedLaunch({getattr(self.kernel, '__name__', self.kernel)}, {self.grid}, {self.meta})"
@@ -149,14 +151,16 @@ def _triton_path() -> bool:
 
 def _launch(kernel, grid, args, meta, meta_key, table):
     """The launch, with ``table`` keeping its compiled kernels under (kernel, device,
-    argument key, ``meta_key``): the constexprs and options where the table is shared."""
+    argument key, ``meta_key``): the constexprs and options where the table is shared;
+    under (device, argument key) where ``meta_key`` is None (a table of one kernel and
+    one set of constexprs: a :class:`PlannedLaunch`'s)."""
     if type(kernel) is not JITFunction or callable(grid) or _triton_path():
         return kernel[grid](*args, **meta)
     arg_key = _argument_key(args)
     if arg_key is None:
         return kernel[grid](*args, **meta)
     device = driver.active.get_current_device()
-    key = (kernel, device, arg_key, meta_key)
+    key = (device, arg_key) if meta_key is None else (kernel, device, arg_key, meta_key)
     plan = table.get(key)
     if plan is None:
         compiled = kernel[grid](*args, **meta)  # compiles (or hits Triton's cache)
@@ -231,13 +235,19 @@ class Replays:
     same launches on its own tensors without resolving them again (plan, autotuner pick,
     argument key, constexprs): what a small product's call spends most of its Python on.
 
-    The key must hold everything the launches depend on besides the call's tensors: their
-    shapes, strides, dtypes, devices and 16-byte alignments (what Triton specializes on),
-    and every option. ``tensors`` must be every tensor the launches take, in a fixed order;
-    a recorded launch that takes any other tensor (a temporary made in the call) or a
-    tensor descriptor is not replayed, nor a call where any launch took Triton's path.
-    Only Triton launches are replayed: the block under :meth:`record` must do nothing else
-    a call needs (no torch operation on the tensors)."""
+    The key must hold everything the launches depend on besides the call's tensors and
+    ``owner``: the tensors' shapes, strides, dtypes and devices, and every option and
+    scalar argument. Alignment need not be in it: only calls whose tensors all start on
+    16-byte boundaries (what Triton specializes pointers on) are recorded and replayed.
+    ``owner`` is the profile, or an object that stands for the profile and part of the
+    key (a launcher's remembered checks): it is held with the launches and compared by
+    identity, so its hash is never taken. ``tensors`` must be every tensor the launches
+    take, in a fixed order (None for an absent one; a call where one tensor stands in two
+    places is not recorded, though it may replay another's recording); a recorded launch
+    that takes any other tensor (a temporary made in the call) or a tensor descriptor is
+    not replayed, nor a call where any launch took Triton's path. Only Triton launches are replayed:
+    the block under :meth:`record` must do nothing else a call needs (no torch operation
+    on the tensors)."""
     LIMIT = 4096
     #: Recordings of a key that may fail before it is given up (the first ones compile)
     ATTEMPTS = 4
@@ -246,14 +256,16 @@ class Replays:
         self._table: dict = {}
         _PLAN_CACHES.append(self._table)
 
-    def replay(self, profile: Profile, key: tuple, tensors: tuple) -> bool:
-        """Make the launches kept for ``profile`` and ``key`` on ``tensors``; False where
-        none are kept (or every launch must take Triton's path now): the caller launches."""
+    def replay(self, owner, key: tuple, tensors: tuple) -> bool:
+        """Make the launches kept for ``owner`` and ``key`` on ``tensors``; False where
+        none are kept (or every launch must take Triton's path now, or a tensor is not
+        16-byte aligned): the caller launches."""
         try:
-            hit = self._table.get((id(profile), key))
+            hit = self._table.get((id(owner), key))
         except TypeError:  # an unhashable option: the launcher's checks name it
             return False
-        if hit is None or type(hit[1]) is int or hit[0] is not profile or _triton_path():
+        if (hit is None or type(hit[1]) is int or hit[0] is not owner or _triton_path()
+                or not aligned(tensors)):
             return False
         device = driver.active.get_current_device()
         launches_, recorded_device = hit[1]
@@ -269,15 +281,16 @@ class Replays:
         return True
 
     @contextmanager
-    def record(self, profile: Profile, key: tuple, tensors: tuple):
+    def record(self, owner, key: tuple, tensors: tuple):
         """Around a call's launches that :meth:`replay` did not make: keeps them for
-        ``key`` where they can be replayed."""
+        ``owner`` and ``key`` where they can be replayed."""
         try:
-            hit = self._table.get((id(profile), key))
+            hit = self._table.get((id(owner), key))
         except TypeError:  # an unhashable option
             key = None
         if key is None or _triton_path() or (hit is not None and hit[1] == 0
-                                             and hit[0] is profile):
+                                             and hit[0] is owner) or not aligned(tensors) \
+                or _aliased(tensors):
             yield
             return
         outer = getattr(_recording, "launches", None)
@@ -292,14 +305,32 @@ class Replays:
         kept = (_replayable(recorded, tensors) if launches.noted - noted == len(recorded)
                 else None)
         if kept is None:
-            attempts = hit[1] if hit is not None and hit[0] is profile and type(hit[1]) is int \
+            attempts = hit[1] if hit is not None and hit[0] is owner and type(hit[1]) is int \
                 else self.ATTEMPTS
             kept = attempts - 1  # 0: given up
         else:
             kept = (kept, driver.active.get_current_device())
         if len(self._table) >= self.LIMIT:
             self._table.clear()
-        self._table[(id(profile), key)] = (profile, kept)
+        # the owner is kept with its launches, so its id is not reused while they are
+        self._table[(id(owner), key)] = (owner, kept)
+
+
+def _aliased(tensors) -> bool:
+    """Whether a tensor stands in two places of ``tensors`` (matmul(a, a)): launches
+    recorded then could not tell which place an argument came from, and replayed for a
+    call of the same key on distinct tensors would read the wrong one."""
+    present = [id(t) for t in tensors if t is not None]
+    return len(set(present)) < len(present)
+
+
+def aligned(tensors) -> bool:
+    """Whether every tensor of ``tensors`` (None skipped) starts on a 16-byte boundary."""
+    bits = 0
+    for t in tensors:
+        if t is not None:
+            bits |= t.data_ptr()
+    return not bits & 15
 
 
 def _replayable(recorded: list, tensors: tuple) -> tuple | None:

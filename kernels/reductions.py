@@ -528,7 +528,7 @@ def max_dim(x: torch.Tensor, *, profile: Profile) -> tuple[torch.Tensor, torch.T
     indices = torch.empty(out_shape, dtype=torch.int64, device=x.device)
     if M == 0:
         return values, indices
-    key = ("max", x2.shape, x2.stride(), x.dtype, x.device, x2.data_ptr() % 16)
+    key = ("max", x2.shape, x2.stride(), x.dtype, x.device)
     if _REPLAYS.replay(profile, key, (x2, values, indices)):
         return values, indices
     n_chunks, chunk_size, partial_dtype, first, second = _dim_plan(
@@ -579,7 +579,7 @@ def prod_dim(x: torch.Tensor, *, profile: Profile) -> torch.Tensor:
     out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     if M == 0:
         return out
-    key = ("prod", x2.shape, x2.stride(), x.dtype, x.device, x2.data_ptr() % 16)
+    key = ("prod", x2.shape, x2.stride(), x.dtype, x.device)
     if _REPLAYS.replay(profile, key, (x2, out)):
         return out
     n_chunks, chunk_size, acc_dtype, first, second = _dim_plan(

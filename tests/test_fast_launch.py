@@ -520,6 +520,10 @@ def test_a_replayed_call_makes_the_recorded_launches_on_its_own_tensors(
     other = torch.arange(20, 40, dtype=torch.float32)
     torch.testing.assert_close(scale(other, 20, 3.0), other * 3)
     assert ran == [(_scale_kernel, (3, 1, 1))]            # replayed on the new tensors
+    shifted = torch.arange(21, dtype=torch.float32)[1:]  # 4 bytes past a 16-byte boundary
+    for _ in range(2):  # the key is x's, but Triton specializes pointers on alignment
+        torch.testing.assert_close(scale(shifted, 20, 3.0), shifted * 3)
+    assert len(ran) == 1                                  # neither replayed nor recorded
     torch.testing.assert_close(scale(x, 12, 3.0)[:12], x[:12] * 3)
     assert len(ran) == 1                                  # another key: recorded first
     for _ in range(Replays.ATTEMPTS + 2):
@@ -555,3 +559,27 @@ def test_matmul_replays_a_small_products_launch_for_inputs_of_one_layout(
                                    a @ b, rtol=1e-2, atol=1e-2)
     names = [kernel.__name__ for kernel, _ in ran[replayed:]]
     assert names and names == ["_contiguous_kernel", "_matmul_kernel"] * (len(names) // 2)
+
+
+def test_a_call_with_aliased_tensors_is_not_recorded_for_calls_without(
+        direct_launches_in_the_interpreter):
+    """matmul(a, a) has the key of matmul(a, b) (shapes, strides, dtypes): its launches,
+    kept with both operands in one tensor, would read a where a later call's b is. A call
+    whose tensors alias is launched but not recorded, and calls on distinct tensors then
+    replay their own recording."""
+    from kernels.matmul import matmul
+    ran = direct_launches_in_the_interpreter
+    profile = load_profiles()["nvidia-sm90"]
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
+    for _ in range(2):
+        torch.testing.assert_close(matmul(a, a, profile=profile, input_precision="ieee"),
+                                   a @ a, rtol=1e-4, atol=1e-4)
+    assert ran == []
+    for _ in range(2):
+        torch.testing.assert_close(matmul(a, b, profile=profile, input_precision="ieee"),
+                                   a @ b, rtol=1e-4, atol=1e-4)
+    assert len(ran) == 1  # the second call on distinct tensors replays the first
+    torch.testing.assert_close(matmul(b, b, profile=profile, input_precision="ieee"), b @ b,
+                               rtol=1e-4, atol=1e-4)  # a recording replayed on aliases
+    assert len(ran) == 2
