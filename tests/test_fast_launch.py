@@ -583,3 +583,68 @@ def test_a_call_with_aliased_tensors_is_not_recorded_for_calls_without(
     torch.testing.assert_close(matmul(b, b, profile=profile, input_precision="ieee"), b @ b,
                                rtol=1e-4, atol=1e-4)  # a recording replayed on aliases
     assert len(ran) == 2
+
+
+def test_layer_norm_replays_its_launches_for_inputs_of_one_signature(
+        direct_launches_in_the_interpreter, cpu_checks_remembered):
+    """From the second call of a signature (and eps) on, the forward's launch and the
+    partial-sum backward's two are replayed on each call's own tensors, with the results
+    of the recorded path; another eps is recorded anew; dropout (a new seed each call)
+    and a residual that is x itself are launched but never replayed."""
+    import torch.nn.functional as F
+    from kernels.layer_norm import layer_norm, layer_norm_backward
+    ran = direct_launches_in_the_interpreter
+    profile = load_profiles()["nvidia-sm90"]
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(40, generator=g), torch.randn(40, generator=g)
+    for step in range(3):
+        x = torch.randn(6, 40, generator=g).requires_grad_()
+        dy = torch.randn(6, 40, generator=g)
+        out = layer_norm(x.detach(), w, b, 1e-5, profile=profile)
+        grads = layer_norm_backward(dy, x.detach(), w, b, out.mean, out.rstd, profile=profile)
+        wt, bt = w.clone().requires_grad_(), b.clone().requires_grad_()
+        want = F.layer_norm(x, (40,), wt, bt, 1e-5)
+        torch.testing.assert_close(out.y, want, rtol=1e-5, atol=1e-5)
+        for got, expected in zip(grads, torch.autograd.grad(want, (x, wt, bt), dy)):
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    names = [kernel.__name__ for kernel, _ in ran]
+    assert names == ["_layer_norm_fwd_fused_kernel", "_layer_norm_bwd_fused_kernel",
+                     "_sum_rows_kernel"] * 2
+    layer_norm(x.detach(), w, b, 1e-3, profile=profile)
+    assert len(ran) == 6                                  # another eps: recorded first
+    for _ in range(3):
+        layer_norm(x.detach(), w, b, profile=profile, dropout_p=0.5)
+        same = x.detach().clone()
+        out = layer_norm(same, w, b, 1e-5, residual=same, profile=profile)
+        torch.testing.assert_close(out.residual_out, 2 * same)
+    assert len(ran) == 6
+
+
+def test_attention_replays_its_launches_for_inputs_of_one_layout_and_scale(
+        direct_launches_in_the_interpreter, cpu_checks_remembered):
+    """Attention's forward launch and its backward's three are replayed from the second
+    call of a signature on; q of the same shape in another layout (its strides are
+    arguments) and another scale are recorded anew, with the right results."""
+    from kernels.attention import attention_backward, attention_forward
+    ran = direct_launches_in_the_interpreter
+    profile = load_profiles()["nvidia-sm90"]
+    g = torch.Generator().manual_seed(0)
+
+    def check(q, k, v, do, scale=None):
+        o, _ = attention_forward(q, k, v, scale=scale, profile=profile)
+        grads = attention_backward(q, k, v, do, scale=scale, profile=profile)
+        qt, kt, vt = (t.clone().requires_grad_() for t in (q, k, v))
+        want = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, scale=scale)
+        torch.testing.assert_close(o, want, rtol=1e-4, atol=1e-4)
+        for got, expected in zip(grads, torch.autograd.grad(want, (qt, kt, vt), do)):
+            torch.testing.assert_close(got, expected, rtol=1e-3, atol=1e-3)
+    shape = (1, 2, 24, 16)
+    for _ in range(2):
+        check(*(torch.randn(shape, generator=g) for _ in range(4)))
+    names = [kernel.__name__ for kernel, _ in ran]
+    # four forwards (the backward runs its own), the first recorded; two backwards
+    assert names == ["_attn_fwd"] * 3 + ["_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq"]
+    q_other = torch.randn(1, 24, 2, 16, generator=g).transpose(1, 2)  # shape's, other strides
+    check(q_other, *(torch.randn(shape, generator=g) for _ in range(3)))
+    check(*(torch.randn(shape, generator=g) for _ in range(4)), scale=0.5)
+    assert len(ran) == 6 + 2  # each new key: its backward's forward replays its forward

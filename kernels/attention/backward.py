@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..fast_launch import PlannedLaunch, launch_plan
+from ..fast_launch import PlannedLaunch, Replays, launch_plan
 from ..grid_stride import block_range, launch_grid
 from triton_cts.profiles import Profile, cdiv
 from .forward import attention_forward
@@ -226,22 +226,35 @@ def _attn_bwd_dq(
 
 def attention_backward_from_saved(q, k, v, o, lse, do, causal, scale, causal_offset, profile):
     """(dq, dk, dv) from the forward's o and lse (what autograd saves)."""
-    B, H, H_kv, Sq, Sk, D = checked_shapes(q, k, v, causal, causal_offset, profile,
-                                           "attention_backward", do=do)
+    shapes = checked_shapes(q, k, v, causal, causal_offset, profile, "attention_backward",
+                            do=do)
+    B, H, H_kv, Sq, Sk, D = shapes
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
     if dq.numel() == 0 or dk.numel() == 0:  # no query or no key: nothing flows
         return dq.zero_(), dk.zero_(), dv.zero_()
+    delta = torch.empty((B * H, Sq), dtype=lse.dtype, device=q.device)
+    # the checks' entry stands for the profile, the options and q, k, v, do's shapes and
+    # dtypes; the kernels also take the strides, o's and lse's dtypes and the scale
+    tensors = (q, k, v, o, lse, do, dq, dk, dv, delta)
+    key = (q.stride(), k.stride(), v.stride(), o.stride(), do.stride(), o.dtype, lse.dtype,
+           scale)
+    if _REPLAYS.replay(shapes, key, tensors):
+        return dq, dk, dv
     delta_launch, dkdv_launch, dq_launch, tiles, kv_tiles = _plan(
         profile, q.dtype, B, H, H_kv, Sq, Sk, D, bool(causal))
-    delta = torch.empty((B * H, Sq), dtype=lse.dtype, device=q.device)
-    delta_launch(o, do, delta, *o.stride(), *do.stride(), H, Sq, D, tiles)
     common = (scale * LOG2E, scale, int(causal_offset))
-    dkdv_launch(q, k, v, do, dk, dv, lse, delta, *q.stride(), *k.stride(), *v.stride(),
-                *do.stride(), *dk.stride(), H_kv, H // H_kv, Sq, Sk, D, kv_tiles, *common)
-    dq_launch(q, k, v, do, dq, lse, delta, *q.stride(), *k.stride(), *v.stride(), *do.stride(),
-              *dq.stride(), H, H // H_kv, Sq, Sk, D, tiles, *common)
+    with _REPLAYS.record(shapes, key, tensors):
+        delta_launch(o, do, delta, *o.stride(), *do.stride(), H, Sq, D, tiles)
+        dkdv_launch(q, k, v, do, dk, dv, lse, delta, *q.stride(), *k.stride(), *v.stride(),
+                    *do.stride(), *dk.stride(), H_kv, H // H_kv, Sq, Sk, D, kv_tiles, *common)
+        dq_launch(q, k, v, do, dq, lse, delta, *q.stride(), *k.stride(), *v.stride(),
+                  *do.stride(), *dq.stride(), H, H // H_kv, Sq, Sk, D, tiles, *common)
     return dq, dk, dv
+
+
+#: The backward's three launches, replayed for inputs of one signature, layout and scale
+_REPLAYS = Replays()
 
 
 @launch_plan

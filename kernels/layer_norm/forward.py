@@ -33,7 +33,7 @@ from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import PassedChecks, PlannedLaunch, launch_plan, signature
+from ..fast_launch import PassedChecks, PlannedLaunch, Replays, launch_plan, signature
 from .row_groups import _why_no_groups, forward_row_groups_plan, group_units
 
 # --------------------------------------------------------------------------------------
@@ -256,8 +256,10 @@ class LayerNormOutput(NamedTuple):
 
 
 #: The forward's inputs that passed :func:`_check_forward` on a GPU, with what depends on
-#: their shapes alone: a call with the same signature skips the checks.
-_FORWARD_CHECKS = PassedChecks()
+#: their shapes alone: a call with the same signature skips the checks. Its launch is
+#: replayed for inputs of that signature and eps (without dropout: its seed is drawn
+#: anew each call).
+_FORWARD_CHECKS, _REPLAYS = PassedChecks(), Replays()
 
 
 def _check_forward(op, x, weight, bias, residual, rowscale, dropout_p, profile) -> None:
@@ -369,7 +371,15 @@ def _layer_norm(x, weight, bias, eps, residual, rowscale, dropout_p, seed,
               mean if mean is not None else rstd, rstd,
               n_rows, n_cols, float(eps), float(dropout_p), *_dropout_scale_parts(dropout_p),
               int(seed) if seed is not None else 0)
-    plan(*common)
+    if has_dropout:
+        plan(*common)
+        return out
+    # the checks' entry stands for the profile, the options and the shapes (see Replays)
+    tensors = (x2, y, w, b, res2, residual_out, scale2, mean, rstd)
+    if _REPLAYS.replay(known, (eps,), tensors):
+        return out
+    with _REPLAYS.record(known, (eps,), tensors):
+        plan(*common)
     return out
 
 

@@ -417,6 +417,7 @@ class _Backward(NamedTuple):
     n_cols: int
     flags: dict            # the dx kernels' operand constexprs (shared: not to be mutated)
     flag_key: tuple        # what they are built from, a launch plan's key
+    checked: tuple         # what the checks remembered for these inputs (a replay's owner)
 
 
 #: The backward's inputs that passed :func:`_check_backward` on a GPU, with what depends on
@@ -451,7 +452,7 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
         dx, torch.empty_like(dx) if has_residual else None,
         torch.empty(n_cols, dtype=weight.dtype, device=device),
         None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
-        n_rows, n_cols, flags, flag_key)
+        n_rows, n_cols, flags, flag_key, known)
     if n_rows == 0:
         prep.dweight.zero_()
         if prep.dbias is not None:
