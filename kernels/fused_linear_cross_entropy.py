@@ -47,6 +47,7 @@ import math
 import torch
 
 from .cross_entropy import cross_entropy
+from .fast_launch import PassedChecks, signature
 from .matmul import matmul
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
@@ -70,7 +71,7 @@ def chunk_rows(profile: Profile, n_rows: int, n_classes: int, hidden: int,
     compute units hold at once (MAX_FUSED_SIZE bytes each: a smaller chunk leaves the
     device idle and multiplies the launches), at most 1 / DEVICE_MEMORY_SHARE of the
     profile's device memory, and at least one row."""
-    size = torch.empty((), dtype=dtype).element_size()
+    size = dtype.itemsize
     on_chip = profile["launch.max_fused_size_bytes"] * profile.compute_units
     per_row = max(1, 2 * n_classes * size)
     wanted = max(n_rows * hidden * size, on_chip, compute_bound_rows(profile, dtype) * per_row)
@@ -86,12 +87,14 @@ def compute_bound_rows(profile: Profile, dtype: torch.dtype) -> int:
     tflops = profile["peak.dense_tflops"].get(str(dtype).removeprefix("torch."))
     if not tflops:
         return 1
-    size = torch.empty((), dtype=dtype).element_size()
+    size = dtype.itemsize
     ridge = tflops * 1e12 * size / (2 * profile.peak_bandwidth_gbs() * 1e9)
     return next_power_of_2(max(1, math.ceil(ridge)))
 
 
-def _check(x, weight, labels, bias, reduction, label_smoothing, profile) -> None:
+def _check(x, weight, labels, bias, reduction, profile) -> int:
+    """Every check but label_smoothing's (a float: checked on every call), raising on the
+    first that fails; the rows of a chunk (:func:`chunk_rows`)."""
     check_inputs(OP, profile, DTYPES, x=x, weight=weight, bias=bias)
     if not isinstance(labels, torch.Tensor) or labels.dtype not in LABEL_DTYPES:
         raise UnsupportedDtypeError(f"{OP}: labels must be an int32 or int64 tensor, got "
@@ -116,8 +119,11 @@ def _check(x, weight, labels, bias, reduction, label_smoothing, profile) -> None
         raise ValueError(f"{OP}: weight has no classes (V = 0)")
     if reduction not in REDUCTIONS:
         raise ValueError(f"{OP}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if not 0.0 <= float(label_smoothing) <= 1.0:
-        raise ValueError(f"{OP}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    return chunk_rows(profile, x.shape[0], weight.shape[0], x.shape[1], x.dtype)
+
+
+#: The inputs that passed :func:`_check` on a GPU, with their chunk's rows
+_CHECKS = PassedChecks()
 
 
 def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
@@ -129,41 +135,39 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
     bias is given): the loss (float32; per token for "none", else a scalar) and the
     gradients for an upstream gradient of 1, each in its input's dtype. ``bias`` may be
     passed by position (the op's arguments: x, weight, labels, bias or None)."""
-    _check(x, weight, labels, bias, reduction, label_smoothing, profile)
+    rows = _CHECKS.checked(profile, (reduction, signature(x, weight, labels, bias)), x,
+                           _check, x, weight, labels, bias, reduction, profile)
+    if not 0.0 <= float(label_smoothing) <= 1.0:
+        raise ValueError(f"{OP}: label_smoothing must be in [0, 1], got {label_smoothing}")
     n_rows, hidden = x.shape
     n_classes = weight.shape[0]
     device = x.device
     y = labels.contiguous()
-    losses = torch.empty(n_rows, dtype=torch.float32, device=device)
-    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
-    if n_rows == 0 or hidden == 0:
-        grad_x.zero_()  # no chunk writes it (no rows, or rows of nothing)
-    # float32 sums of the chunks' partial weight and bias gradients (zeros: added into)
-    grad_w = torch.zeros((n_classes, hidden), dtype=torch.float32, device=device)
-    grad_b = torch.zeros(n_classes, dtype=torch.float32, device=device) \
-        if bias is not None else None
     weight_t = weight.t()  # [H, V], a strided view: matmul takes strides
-    rows = chunk_rows(profile, n_rows, n_classes, hidden, x.dtype)
     ones = torch.ones((1, rows), dtype=x.dtype, device=device) if bias is not None else None
-    for start in range(0, n_rows, rows):
-        stop = min(start + rows, n_rows)
-        x_c = x[start:stop]
-        logits = matmul(x_c, weight_t, profile=profile, input_precision="ieee")
-        if bias is not None:
-            logits += bias  # in place: no second [chunk, V] buffer
-        # "none": per-row losses and the unscaled gradient (k = 1, "sum"'s), whatever
-        # the reduction asked: the batch-wide count scales them at the end
-        loss_c, dlogits = cross_entropy(logits, y[start:stop], ignore_index=ignore_index,
-                                        label_smoothing=label_smoothing, reduction="none",
-                                        profile=profile)
-        del logits
-        losses[start:stop] = loss_c
-        grad_x[start:stop] = matmul(dlogits, weight, profile=profile, input_precision="ieee")
-        grad_w += matmul(dlogits.t(), x_c, profile=profile, input_precision="ieee")
-        if bias is not None:
-            grad_b += matmul(ones[:, :stop - start], dlogits, profile=profile,
-                             input_precision="ieee")[0]
-        del dlogits
+    if 0 < n_rows <= rows:
+        # one chunk: its gradients are the whole ones, in x's dtype (what each chunk's
+        # product rounds to before the float32 sums below, which add nothing to one)
+        losses, grad_x, grad_w, grad_b = _chunk(x, weight, weight_t, bias, y, ones,
+                                                ignore_index, label_smoothing, profile)
+    else:
+        losses = torch.empty(n_rows, dtype=torch.float32, device=device)
+        grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+        if n_rows == 0 or hidden == 0:
+            grad_x.zero_()  # no chunk writes it (no rows, or rows of nothing)
+        # float32 sums of the chunks' partial weight and bias gradients (zeros: added into)
+        grad_w = torch.zeros((n_classes, hidden), dtype=torch.float32, device=device)
+        grad_b = torch.zeros(n_classes, dtype=torch.float32, device=device) \
+            if bias is not None else None
+        for start in range(0, n_rows, rows):
+            stop = min(start + rows, n_rows)
+            losses[start:stop], grad_x[start:stop], grad_w_c, grad_b_c = _chunk(
+                x[start:stop], weight, weight_t, bias, y[start:stop], ones, ignore_index,
+                label_smoothing, profile)
+            grad_w += grad_w_c
+            if bias is not None:
+                grad_b += grad_b_c
+            del grad_w_c, grad_b_c  # a [V, H] product: not kept through the next chunk
     if reduction == "none":
         loss = losses
     else:
@@ -181,3 +185,23 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
                 grad_b *= inv
     out = (loss, grad_x, grad_w.to(weight.dtype))
     return out + (grad_b.to(bias.dtype),) if bias is not None else out
+
+
+def _chunk(x_c, weight, weight_t, bias, y_c, ones, ignore_index, label_smoothing,
+           profile: Profile) -> tuple:
+    """A chunk's (per-row losses, grad_x, grad_weight, grad_bias or None), the gradients
+    unscaled and in x's dtype."""
+    logits = matmul(x_c, weight_t, profile=profile, input_precision="ieee")
+    if bias is not None:
+        logits += bias  # in place: no second [chunk, V] buffer
+    # "none": per-row losses and the unscaled gradient (k = 1, "sum"'s), whatever the
+    # reduction asked: the batch-wide count scales them at the end
+    losses, dlogits = cross_entropy(logits, y_c, ignore_index=ignore_index,
+                                    label_smoothing=label_smoothing, reduction="none",
+                                    profile=profile)
+    del logits
+    grad_x = matmul(dlogits, weight, profile=profile, input_precision="ieee")
+    grad_w = matmul(dlogits.t(), x_c, profile=profile, input_precision="ieee")
+    grad_b = None if bias is None else matmul(ones[:, :x_c.shape[0]], dlogits,
+                                              profile=profile, input_precision="ieee")[0]
+    return losses, grad_x, grad_w, grad_b
