@@ -150,6 +150,9 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
         # product rounds to before the float32 sums below, which add nothing to one)
         losses, grad_x, grad_w, grad_b = _chunk(x, weight, weight_t, bias, y, ones,
                                                 ignore_index, label_smoothing, profile)
+        if reduction == "mean":  # scaled in float32 below, as the sums of chunks are
+            grad_w = grad_w.float()
+            grad_b = grad_b.float() if grad_b is not None else None
     else:
         losses = torch.empty(n_rows, dtype=torch.float32, device=device)
         grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -179,7 +182,10 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
             # the gradient of the mean of nothing is 0, as torch's (not 0 * inf = NaN):
             # every row ignored leaves the gradients 0, so any finite scale keeps them so
             inv = 1.0 / count.clamp(min=1.0)
-            grad_x.mul_(inv)
+            # in float32: a 16-bit tensor times a 0-d float32 tensor on a CUDA device
+            # rounds the factor to 16 bits first (up to 2^-9 of every gradient, one way)
+            grad_x = grad_x.mul_(inv) if grad_x.dtype == torch.float32 else \
+                (grad_x.float() * inv).to(x.dtype)
             grad_w *= inv
             if grad_b is not None:
                 grad_b *= inv
