@@ -297,10 +297,25 @@ def test_grid_validation_flags_silent_noop_launches(request, record_property):
 @pytest.mark.cts_modes("device")
 def test_more_than_2_31_elements(target, repro, record_property):
     """An input of 2^31 + 2^16 elements (rows of 2^16) runs and matches the reference:
-    offsets past 2^31 need int64 arithmetic. Skipped where device memory is short."""
-    dtype = min(_dtypes(target) or [None], key=lambda d: d.itemsize if d else 0)
-    if dtype is None:
+    offsets past 2^31 need int64 arithmetic. Run in the smallest dtype the implementation
+    takes (a larger one where it declines the smaller with UnsupportedDtypeError);
+    skipped where device memory is short."""
+    dtypes = sorted(_dtypes(target), key=lambda d: d.itemsize)
+    if not dtypes:
         pytest.skip(NOT_SUPPORTED + f"no dtype of {target.op.name} is supported here")
+    declined = []
+    for dtype in dtypes:
+        why = _past_2_31_elements(target, dtype, repro, record_property)
+        if why is None:
+            return
+        declined.append(why)
+    pytest.skip(NOT_SUPPORTED + "; ".join(declined))
+
+
+def _past_2_31_elements(target, dtype, repro, record_property) -> str | None:
+    """:func:`test_more_than_2_31_elements` in ``dtype``: None once checked, or why the
+    implementation declined the dtype."""
+    from triton_cts.execution.input_checks import UnsupportedDtypeError
     n = 1 << 16
     rows = (1 << 31) // n + 1
     shape = (rows * n,) if target.op.max_ndim < 2 else (rows,) + (1,) * max(0, target.op.min_ndim - 2) + (n,)
@@ -310,8 +325,8 @@ def test_more_than_2_31_elements(target, repro, record_property):
     free, _ = torch.cuda.mem_get_info()
     need = numel * (dtype.itemsize * 6 + 8 * 4)  # inputs, outputs, float64 reference and its compare
     if need > free:
-        pytest.skip(NOT_SUPPORTED + f"needs about {need / 2**30:.0f} GiB of device memory, "
-                                    f"{free / 2**30:.0f} GiB free")
+        pytest.skip(NOT_SUPPORTED + f"needs about {need / 2**30:.0f} GiB of device memory "
+                                    f"in {dtype}, {free / 2**30:.0f} GiB free")
     fn = target.impl.load()
     gen = torch.Generator(device="cuda").manual_seed(1)
     try:
@@ -326,8 +341,11 @@ def test_more_than_2_31_elements(target, repro, record_property):
     if any(r is not None and r.device.type != "cuda" for r in runner.as_tuple(ref)):
         pytest.skip(NOT_SUPPORTED + f"{target.op.name}'s reference computes on the CPU")
     with launches.record_launches() as log:
-        out = fn(*args, **kwargs, **({"profile": target.profile}
-                                     if target.impl.takes_profile(fn) else {}))
+        try:
+            out = fn(*args, **kwargs, **({"profile": target.profile}
+                                         if target.impl.takes_profile(fn) else {}))
+        except UnsupportedDtypeError as exc:  # e.g. a variant for 32-bit data only
+            return str(exc)
         torch.cuda.synchronize()
     problems = launch_violations(log, target.profile, capped=_caps(target))
     case = hh.Case(shape, dtype, "normal", 1, "contiguous", (), {})
@@ -346,3 +364,4 @@ def test_more_than_2_31_elements(target, repro, record_property):
             ah.assert_matches_reference(target, case, (o.reshape(-1)[sl],), (r.reshape(-1)[sl],),
                                         f"{repro} (output {i}, elements {start}+)",
                                         error_scales=(chunk,))
+    return None
