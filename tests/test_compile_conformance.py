@@ -188,6 +188,26 @@ def test_compile_suite_warns_on_a_regression_a_fresh_process_does_not_reproduce(
     assert "codegen depends on what the process compiled before" in result.stdout
 
 
+def test_golden_refresh_help_touches_no_file_and_a_selection_keeps_the_others(
+        tmp_path, monkeypatch, capsys):
+    """`refresh --help` (pytest's options follow `refresh`) printed pytest's help after
+    deleting every golden file of this Triton version; now it prints the usage alone. A
+    refresh with a selection replaces the selected entries; one without rebuilds the
+    files from scratch."""
+    monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
+    runs = []
+    monkeypatch.setattr(golden.subprocess, "call", lambda cmd, **kw: runs.append(cmd) or 0)
+    path = golden.write("amd-gfx942", "hip:gfx942", "gelu[reference]",
+                        {"k fp32 (64,) [num_warps=4]": {"registers": 40, "spills": 0}})
+    for args in (["refresh", "--help"], ["refresh", "-n", "2", "-h"]):
+        assert golden.main(args) == 0 and path.exists() and not runs
+    assert "--vendor" in capsys.readouterr().out
+    assert golden.main(["refresh", "--vendor", "nvidia-sm90", "-n", "2"]) == 0
+    assert path.exists() and len(runs) == 1
+    assert golden.main(["refresh", "-n", "2"]) == 0
+    assert not path.exists() and runs[-1][-2:] == ["-n", "2"]
+
+
 def test_golden_files_exist_for_this_triton_version_and_every_bundled_gpu_profile():
     if not golden.golden_path("x").parent.is_dir():
         pytest.skip(f"not supported: no golden compile stats are kept for triton "

@@ -262,9 +262,12 @@ def refresh(pytest_args: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    usage = f"usage: {REFRESH_COMMAND} [pytest options: --vendor, --op, --impl, -n 2, ...]"
+    if any(a in ("-h", "--help") for a in argv[1:]):  # before refresh() deletes anything
+        print(usage + "\n\n" + refresh.__doc__)
+        return 0
     if not argv or argv[0] != "refresh":
-        print(f"usage: {REFRESH_COMMAND} [pytest options: --vendor, --op, --impl, -n 2, ...]",
-              file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     return refresh(argv[1:])
 
