@@ -179,7 +179,8 @@ def test_helpers_read_the_profile():
     assert h200.launch_options_for(16384, torch.float32, ln) == {"num_warps": 32, "maxnreg": 32}
     assert h200.launch_options_for(8192, torch.float32, ln) == {"num_warps": 16}
     assert h200.launch_options_for(8192, torch.float64, ln) == {"num_warps": 32}  # no cap
-    assert h200.launch_options_for(16384, torch.bfloat16, ln) == {"num_warps": 8}
+    assert h200.launch_options_for(16384, torch.bfloat16, ln) == {"num_warps": 8,
+                                                                 "maxnreg": 128}
     tiled = "layer_norm_tiled_num_warps_by_block"
     assert h200.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16,
                                                                     "maxnreg": 64}
