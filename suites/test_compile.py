@@ -82,7 +82,12 @@ def _fail(target, repro, problems):
 
 @pytest.mark.cts_modes("compile")
 def test_compiles_within_limits(target, repro, record_property):
-    launches, problems = _launches(target)
+    try:
+        launches, problems = _launches(target)
+    except pytest.skip.Exception:
+        if golden.updating():  # a refresh: stats of a check not supported here are stale
+            golden.remove(target.profile.name, f"{target.op.name}[{target.impl.name}]")
+        raise
     if target.profile.backend == "npu":
         return _check_npu(target, repro, problems, launches, record_property)
     if target.profile.backend == "xpu":

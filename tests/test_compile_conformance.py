@@ -188,6 +188,23 @@ def test_compile_suite_warns_on_a_regression_a_fresh_process_does_not_reproduce(
     assert "codegen depends on what the process compiled before" in result.stdout
 
 
+def test_a_refresh_drops_the_stats_of_a_check_no_longer_supported(tmp_path, monkeypatch):
+    """A refresh of a check the profile no longer supports (its field removed, say) drops
+    that check's golden entry: the old stats stood for a kernel no longer compiled. Other
+    entries stay."""
+    monkeypatch.setenv("TRITON_CTS_GOLDEN_DIR", str(tmp_path))
+    monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
+    entry = {"k fp32 (64,) [num_warps=4]": {"registers": 40, "spills": 0, "shared": 0}}
+    for check in ("layer_norm[reference/row_groups]", "gelu[reference]"):
+        path = golden.write("amd-gfx942", "hip:gfx942", check, entry)
+    monkeypatch.setenv(golden.UPDATE_ENV, "1")
+    result = run_pytest("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
+                        "--op", "layer_norm", "-k", "row_groups", "-q", "-rs")
+    assert "NOT_SUPPORTED 1N" in result.stdout, result.stdout  # the run checked nothing
+    assert list(json.loads(path.read_text())["checks"]) == ["gelu[reference]"]
+    assert not golden.remove("amd-gfx942", "layer_norm[reference/row_groups]")
+
+
 def test_golden_refresh_help_touches_no_file_and_a_selection_keeps_the_others(
         tmp_path, monkeypatch, capsys):
     """`refresh --help` (pytest's options follow `refresh`) printed pytest's help after

@@ -214,13 +214,33 @@ def write(profile: str, target: str, check: str, measured: dict[str, dict]) -> P
         data = load(profile) or {"triton": triton.__version__, "profile": profile,
                                  "target": target, "checks": {}}
         data["checks"][check] = {k: measured[k] for k in sorted(measured)}
-        data["checks"] = {k: data["checks"][k] for k in sorted(data["checks"])}
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
+        _replace(path, data)
     return path
+
+
+def remove(profile: str, check: str) -> bool:
+    """Drop ``check``'s entry from ``profile``'s golden file, where it has one (a refresh
+    of a check that is no longer supported there: its old stats would stand for a kernel
+    the check no longer compiles); whether one was dropped."""
+    path = golden_path(profile)
+    if not path.exists():
+        return False
+    with _locked(path):
+        data = load(profile)
+        if not data or data["checks"].pop(check, None) is None:
+            return False
+        _replace(path, data)
+    return True
+
+
+def _replace(path: Path, data: dict) -> None:
+    """Write ``data`` over ``path`` atomically, its checks in sorted order."""
+    data["checks"] = {k: data["checks"][k] for k in sorted(data["checks"])}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 @contextlib.contextmanager
@@ -246,7 +266,7 @@ def refresh(pytest_args: list[str]) -> int:
     """Rerun the compile suite writing golden stats. With no selection options every
     profile's file for this Triton version is rebuilt from scratch (entries of removed
     ops disappear); with ``--vendor``, ``--op``, ``--impl`` or ``-k`` only the selected
-    checks' entries are replaced."""
+    checks' entries are replaced (dropped for a check no longer supported there)."""
     selective = any(a.split("=")[0] in ("--vendor", "--op", "--impl", "-k") for a in pytest_args)
     if not selective:
         for old in golden_path("x").parent.glob("*.json"):
