@@ -311,7 +311,8 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
 def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
     """Past the fused tile, the float32 layer norm launches online_grid programs (one an SM
     on sm90), each walking several rows; RMS norm and 16-bit data keep a program a row.
-    The results are the reference's."""
+    RMS norm on float32 sums its first tile before the walk over the rest, where it ran
+    faster (layer norm and 16-bit RMS norm do not). The results are the reference's."""
     from kernels.layer_norm import layer_norm, rms_norm
     tiled = SM90.derive(**{"limits.compute_units": 2, "launch.max_fused_size_bytes": 256,
                            "launch.layer_norm_forward_row_group_tile_32bit": None})
@@ -322,7 +323,8 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
     with interpreted():
         for dtype, norm, rows_per_program in ((torch.float32, "layer", 4),
                                               (torch.float32, "rms", 1),
-                                              (torch.bfloat16, "layer", 1)):
+                                              (torch.bfloat16, "layer", 1),
+                                              (torch.bfloat16, "rms", 1)):
             xd, wd, bd = x.to(dtype), w.to(dtype), b.to(dtype)
             with record_launches() as log:
                 if norm == "layer":
@@ -332,6 +334,7 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
                     got = rms_norm(xd, wd, 1e-6, profile=tiled)[0]
                     want = F.rms_norm(xd.float(), (200,), wd.float(), 1e-6)
             assert [launch.grid for launch in log] == [(cdiv(7, rows_per_program), 1, 1)]
+            assert log[0].kwargs["FIRST_TILE_SUMMED"] == (norm == "rms" and dtype.itemsize == 4)
             torch.testing.assert_close(got.float(), want, **({} if dtype == torch.float32
                                                             else dict(rtol=2e-2, atol=3e-2)))
 
