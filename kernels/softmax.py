@@ -290,8 +290,9 @@ def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile
     y = torch.empty_like(x2)
     if x2.numel() == 0:
         return y  # no launch: a zero grid crashes some backends
+    # the profile may give the forward a shorter row tile than MAX_FUSED_SIZE (16-bit data)
     kernel, grid, meta = _plan(profile, False, online, n_rows, n_cols, x.dtype,
-                               profile.max_fused_elements(x.dtype))
+                               profile.softmax_row_tile(x.dtype))
     launch(kernel, grid, x2, y, n_rows, n_cols, LOG=log, **meta)
     return y
 

@@ -308,6 +308,31 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
         assert log[0].grid == (4, 1, 1)
 
 
+def test_the_softmax_forward_takes_the_profile_row_tile_on_16_bit_data():
+    """Rows longer than ``launch.softmax_row_tile_bytes`` (16-bit data) go through the
+    online kernel in tiles of it, though they fit MAX_FUSED_SIZE; float32 rows of the same
+    length stay fused. The results are torch's."""
+    from kernels.softmax import log_softmax
+    short = SM90.derive(**{"launch.max_fused_size_bytes": 1024,  # 512 bf16, 256 fp32
+                           "launch.softmax_row_tile_bytes": 256})  # 128 bf16 elements
+    x = torch.randn(6, 200, generator=torch.Generator().manual_seed(3))
+    with interpreted():
+        for dtype, fn, ref in ((torch.bfloat16, softmax, torch.softmax),
+                               (torch.bfloat16, log_softmax, torch.log_softmax),
+                               (torch.float32, softmax, torch.softmax)):
+            with record_launches() as log:
+                got = fn(x.to(dtype), profile=short)
+            names = [launch.name for launch in log]
+            if dtype == torch.bfloat16:
+                assert names == ["_softmax_fwd_online_kernel"]
+                assert log[0].kwargs["BLOCK_N"] == 128
+            else:
+                assert names == ["_softmax_fwd_fused_kernel"]
+            torch.testing.assert_close(got.float(), ref(x.to(dtype).float(), dim=-1),
+                                       **({} if dtype == torch.float32
+                                          else dict(rtol=2e-2, atol=1e-2)))
+
+
 def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
     """Past the fused tile, the float32 layer norm launches online_grid programs (one an SM
     on sm90), each walking several rows; RMS norm and 16-bit data keep a program a row.

@@ -392,3 +392,20 @@ def test_partial_backward_takes_the_16bit_partials_only_for_stacked_rows():
     single, plan = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
     assert plan.meta["ROWS_PER_PROGRAM"] == 1 and single == 2 * units
     assert _partial_plan(sm90, 32768, 1024, torch.float32, flags)[0] == 2 * units
+
+
+def test_softmax_row_tile_shortens_the_forward_tile_of_16_bit_data_only():
+    """``launch.softmax_row_tile_bytes`` is the softmax forward's row tile on data narrower
+    than 32 bits, never past MAX_FUSED_SIZE; 32-bit and wider data, and profiles without
+    the field, keep MAX_FUSED_SIZE."""
+    profiles = load_profiles()
+    sm90, h200 = profiles["nvidia-sm90"], profiles["nvidia-sm90-h200"]
+    assert sm90.softmax_row_tile(torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
+    assert h200.softmax_row_tile(torch.bfloat16) == 16384  # 32768 bytes, measured there
+    assert h200.softmax_row_tile(torch.float16) == 16384
+    assert h200.softmax_row_tile(torch.float32) == h200.max_fused_elements(torch.float32)
+    assert h200.softmax_row_tile(torch.float64) == h200.max_fused_elements(torch.float64)
+    wide = sm90.derive(**{"launch.softmax_row_tile_bytes": 1 << 20})
+    assert wide.softmax_row_tile(torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
+    with pytest.raises(ProfileError, match="softmax_row_tile_bytes"):
+        sm90.derive(**{"launch.softmax_row_tile_bytes": 3000})

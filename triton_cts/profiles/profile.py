@@ -131,6 +131,16 @@ class Profile:
         """Most elements of ``dtype`` one program may hold (MAX_FUSED_SIZE is in bytes)."""
         return max(1, self.data["launch"]["max_fused_size_bytes"] // dtype.itemsize)
 
+    def softmax_row_tile(self, dtype: torch.dtype) -> int:
+        """Elements of ``dtype`` one program of the softmax forward holds: rows up to it are
+        fused, longer rows go online in tiles of it. ``launch.softmax_row_tile_bytes`` on
+        data narrower than 32 bits (never past MAX_FUSED_SIZE), else MAX_FUSED_SIZE."""
+        launch = self.data["launch"]
+        tile = launch["max_fused_size_bytes"]
+        if dtype.itemsize < 4:
+            tile = min(tile, launch.get("softmax_row_tile_bytes", tile))
+        return max(1, tile // dtype.itemsize)
+
     def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
         """Elements per program for an elementwise kernel over ``n`` elements."""
         block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)

@@ -244,6 +244,11 @@ SCHEMA: dict[str, Any] = {
                                           "bits; elementwise_block_bytes where absent)", False),
         "row_reduction_step_bytes_32bit": Field(_is_pow2, "a power of two (the same on 32-bit "
                                                 "or wider data)", required=False),
+        "softmax_row_tile_bytes": Field(_is_pow2, "a power of two (bytes of a row one program "
+                                        "of the softmax forward holds on data narrower than "
+                                        "32 bits: rows up to it fused, longer rows online in "
+                                        "tiles of it; max_fused_size_bytes where absent or "
+                                        "larger)", required=False),
         "row_reduction_programs_per_compute_unit": _optional_count(
             "programs per compute unit the max_dim row kernel keeps before it stacks rows; 1 "
             "where absent"),
