@@ -360,8 +360,20 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
                     want = F.rms_norm(xd.float(), (200,), wd.float(), 1e-6)
             assert [launch.grid for launch in log] == [(cdiv(7, rows_per_program), 1, 1)]
             assert log[0].kwargs["FIRST_TILE_SUMMED"] == (norm == "rms" and dtype.itemsize == 4)
+            assert log[0].kwargs["EVEN_N"] is False  # 200 columns in tiles of 64 or 128
             torch.testing.assert_close(got.float(), want, **({} if dtype == torch.float32
                                                             else dict(rtol=2e-2, atol=3e-2)))
+        # layer-norm rows the tile divides take the kernel without masks, with the same
+        # results (RMS norm keeps them: it measured slower without)
+        x, w, b = x[:, :192] * 1, w[:192] * 1, b[:192] * 1
+        for norm in ("layer", "rms"):
+            with record_launches() as log:
+                got = (layer_norm(x, w, b, 1e-5, profile=tiled).y if norm == "layer"
+                       else rms_norm(x, w, 1e-6, profile=tiled)[0])
+            want = (F.layer_norm(x, (192,), w, b, 1e-5) if norm == "layer"
+                    else F.rms_norm(x, (192,), w, 1e-6))
+            assert log[0].kwargs["EVEN_N"] is (norm == "layer")
+            torch.testing.assert_close(got, want)
 
 
 def test_row_reductions_take_the_rows_kernel_wherever_rows_fill_the_device():

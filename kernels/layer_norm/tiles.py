@@ -108,10 +108,14 @@ def _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS: tl.constexpr):
 
 
 @triton.jit
-def _row_offsets(row, cols, N, SELECT_LOADS: tl.constexpr):
-    """The same for one row's column tile (the tiled kernels)."""
+def _row_offsets(row, cols, N, SELECT_LOADS: tl.constexpr, EVEN_N: tl.constexpr = False):
+    """The same for one row's column tile (the tiled kernels). EVEN_N: the tile divides
+    N, so the mask is a constant the compiler folds away (no predicated loads or selects)."""
     offs = row * N + cols
-    mask = cols < N
+    if EVEN_N:
+        mask = tl.full(cols.shape, 1, tl.int1)
+    else:
+        mask = cols < N
     if SELECT_LOADS:
         load_offs = row * N + tl.minimum(cols, N - 1)
     else:
