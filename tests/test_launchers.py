@@ -376,6 +376,41 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
             torch.testing.assert_close(got, want)
 
 
+def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():
+    """Where a fused program's tile is whole rows (BLOCK_N == N, and for the forward
+    BLOCK_M dividing the rows), layer norm's forward and one-row-a-program backward take
+    the kernels without masks (N a constant); RMS norm, uneven rows and stacked backward
+    rows keep them. The results are torch's either way."""
+    from kernels.layer_norm import layer_norm, layer_norm_backward
+    F = torch.nn.functional
+    profile = SM90.derive(**{"limits.compute_units": 4})
+    g = torch.Generator().manual_seed(3)
+    with interpreted():
+        # (rows, columns, rms) -> (forward EVEN_ROWS, EVEN_N, backward EVEN_ROWS/EVEN_N)
+        for (m, n, rms), want in {(8, 128, False): (True, True, False),  # 2 rows a program
+                                  (7, 128, False): (False, True, False),
+                                  (4, 128, False): (True, True, True),   # 1 row a program
+                                  (4, 100, False): (True, False, False),
+                                  (4, 128, True): (False, False, False)}.items():
+            x = torch.randn(m, n, generator=g, dtype=torch.float64).float() * 2 + 3
+            w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+            dy = torch.randn(m, n, generator=g)
+            with record_launches() as log:
+                out = layer_norm(x, w, None if rms else b, 1e-5, rms=rms, profile=profile)
+                grads = layer_norm_backward(dy, x, w, None if rms else b, out.mean, out.rstd,
+                                            rms=rms, profile=profile)
+            forward, backward = log[0].kwargs, log[1].kwargs
+            assert (forward["EVEN_ROWS"], forward["EVEN_N"], backward["EVEN_N"]) == want, n
+            assert backward["EVEN_ROWS"] == backward["EVEN_N"]
+            xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
+            bt = None if rms else b.clone().requires_grad_()
+            y = (F.rms_norm(xt, (n,), wt, 1e-5) if rms else F.layer_norm(xt, (n,), wt, bt, 1e-5))
+            torch.testing.assert_close(out.y, y)
+            want_grads = torch.autograd.grad(y, [t for t in (xt, wt, bt) if t is not None], dy)
+            for got, ref in zip(grads, want_grads):
+                torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_row_reductions_take_the_rows_kernel_wherever_rows_fill_the_device():
     """max_dim and prod_dim walk rows in the profile's row-reduction steps: rows past
     MAX_FUSED_SIZE take the rows kernel too when there are at least as many as compute

@@ -94,12 +94,22 @@ def _add_block_column_sums(dw, dw_comp, db, db_comp, dy, xhat, HAS_BIAS: tl.cons
 
 
 @triton.jit
-def _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS: tl.constexpr):
+def _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS: tl.constexpr,
+                  EVEN_ROWS: tl.constexpr = False, EVEN_N: tl.constexpr = False):
     """Offsets of tile rows x cols in a contiguous [n_rows, N] tensor: (store offsets,
     load offsets, in-bounds mask). With SELECT_LOADS the load offsets of out-of-bounds
-    lanes are clamped to the last row/column, so an unmasked load stays inside the tensor."""
+    lanes are clamped to the last row/column, so an unmasked load stays inside the tensor.
+    EVEN_ROWS (every row is in bounds) and EVEN_N (the tile's columns are N): that part
+    of the mask is a constant the compiler folds away."""
     offs = rows[:, None] * N + cols[None, :]
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < N)
+    if EVEN_ROWS:
+        row_mask = tl.full([rows.shape[0], 1], 1, tl.int1)
+    else:
+        row_mask = rows[:, None] < n_rows
+    if EVEN_N:
+        mask = row_mask & tl.full([1, cols.shape[0]], 1, tl.int1)
+    else:
+        mask = row_mask & (cols[None, :] < N)
     if SELECT_LOADS:
         load_offs = tl.minimum(rows, n_rows - 1)[:, None] * N + tl.minimum(cols, N - 1)[None, :]
     else:
