@@ -380,18 +380,28 @@ def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():
     """Where a fused program's tile is whole rows (BLOCK_N == N, and for the forward
     BLOCK_M dividing the rows), layer norm's forward and one-row-a-program backward take
     the kernels without masks (N a constant); RMS norm, uneven rows and stacked backward
-    rows keep them. The results are torch's either way."""
+    rows keep them. A one-row-a-program backward prefetches the next row where the profile
+    says (``launch.layer_norm_backward_prefetch``). The results are torch's either way."""
     from kernels.layer_norm import layer_norm, layer_norm_backward
     F = torch.nn.functional
-    profile = SM90.derive(**{"limits.compute_units": 4})
     g = torch.Generator().manual_seed(3)
+    for prefetching in (False, True):
+        profile = SM90.derive(**{"limits.compute_units": 4,
+                                 "launch.layer_norm_backward_prefetch": prefetching})
+        _check_fused_masks_and_prefetch(profile, prefetching, g, F, layer_norm,
+                                        layer_norm_backward)
+
+
+def _check_fused_masks_and_prefetch(profile, prefetching, g, F, layer_norm, layer_norm_backward):
     with interpreted():
         # (rows, columns, rms) -> (forward EVEN_ROWS, EVEN_N, backward EVEN_ROWS/EVEN_N)
         for (m, n, rms), want in {(8, 128, False): (True, True, False),  # 2 rows a program
                                   (7, 128, False): (False, True, False),
                                   (4, 128, False): (True, True, True),   # 1 row a program
                                   (4, 100, False): (True, False, False),
-                                  (4, 128, True): (False, False, False)}.items():
+                                  (4, 128, True): (False, False, False),
+                                  # 8 programs of one row, walking 2-3 rows each
+                                  (20, 4096, False): (True, True, True)}.items():
             x = torch.randn(m, n, generator=g, dtype=torch.float64).float() * 2 + 3
             w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
             dy = torch.randn(m, n, generator=g)
@@ -402,6 +412,8 @@ def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():
             forward, backward = log[0].kwargs, log[1].kwargs
             assert (forward["EVEN_ROWS"], forward["EVEN_N"], backward["EVEN_N"]) == want, n
             assert backward["EVEN_ROWS"] == backward["EVEN_N"]
+            # one row a program (the backward's own EVEN rule but for RMS norm and N), 32-bit
+            assert backward["PREFETCH"] is (prefetching and backward["ROWS_PER_PROGRAM"] == 1)
             xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
             bt = None if rms else b.clone().requires_grad_()
             y = (F.rms_norm(xt, (n,), wt, 1e-5) if rms else F.layer_norm(xt, (n,), wt, bt, 1e-5))

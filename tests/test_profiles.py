@@ -409,3 +409,14 @@ def test_softmax_row_tile_shortens_the_forward_tile_of_16_bit_data_only():
     assert wide.softmax_row_tile(torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
     with pytest.raises(ProfileError, match="softmax_row_tile_bytes"):
         sm90.derive(**{"launch.softmax_row_tile_bytes": 3000})
+
+
+def test_layer_norm_backward_prefetch_is_a_flag_off_where_absent():
+    """``launch.layer_norm_backward_prefetch`` is off unless a profile sets it (the H200's,
+    where it was measured); a value that is not true or false names the field."""
+    profiles = load_profiles()
+    assert profiles["nvidia-sm90-h200"].layer_norm_backward_prefetch is True
+    assert profiles["nvidia-sm90"].layer_norm_backward_prefetch is False
+    assert profiles["npu-ascend910b"].layer_norm_backward_prefetch is False
+    with pytest.raises(ProfileError, match="layer_norm_backward_prefetch"):
+        profiles["nvidia-sm90"].derive(**{"launch.layer_norm_backward_prefetch": 1})

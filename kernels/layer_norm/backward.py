@@ -87,6 +87,7 @@ def _layer_norm_bwd_fused_kernel(
     COMPUTE_FP64: tl.constexpr,
     EVEN_ROWS: tl.constexpr,  # ROWS_PER_PROGRAM divides n_rows: no row masks
     EVEN_N: tl.constexpr,     # BLOCK_N == N: no column masks, N a constant
+    PREFETCH: tl.constexpr,   # load the next row block's x and dy before this one's sums
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
@@ -105,12 +106,28 @@ def _layer_norm_bwd_fused_kernel(
     db = tl.zeros([BLOCK_N], dtype=acc_ty)
     dw_comp = tl.zeros([BLOCK_N], dtype=acc_ty)
     db_comp = tl.zeros([BLOCK_N], dtype=acc_ty)
+    r = tl.arange(0, ROWS_PER_PROGRAM)
+    if PREFETCH:
+        _, ahead_offs, ahead_mask = _tile_offsets(pid * ROWS_PER_PROGRAM + r, cols, n_rows, N,
+                                                  SELECT_LOADS, False, EVEN_N)
+        x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
+        dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
     for block in range(pid, tl.cdiv(n_rows, ROWS_PER_PROGRAM), tl.num_programs(0)):
-        rows = block * ROWS_PER_PROGRAM + tl.arange(0, ROWS_PER_PROGRAM)
+        rows = block * ROWS_PER_PROGRAM + r
         offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS, EVEN_ROWS,
                                               EVEN_N)
-        x = _to_acc(_load(X, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-        dy = _to_acc(_load(DY, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+        if PREFETCH:
+            x_in, dy_in = x_ahead, dy_ahead
+            _, ahead_offs, ahead_mask = _tile_offsets(
+                rows + tl.num_programs(0) * ROWS_PER_PROGRAM, cols, n_rows, N, SELECT_LOADS,
+                False, EVEN_N)
+            x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
+            dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
+        else:
+            x_in = _load(X, load_offs, mask, SELECT_LOADS)
+            dy_in = _load(DY, load_offs, mask, SELECT_LOADS)
+        x = _to_acc(x_in, COMPUTE_FP64)
+        dy = _to_acc(dy_in, COMPUTE_FP64)
         rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS, SLICE_BROADCAST),
                        COMPUTE_FP64)
         if IS_RMS:
@@ -249,7 +266,7 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
                                                  cdiv(n_rows, meta["ROWS_PER_PROGRAM"]))),)
     launch(kernel, grid, *_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
            BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
-           EVEN_ROWS=False, EVEN_N=False,
+           EVEN_ROWS=False, EVEN_N=False, PREFETCH=False,
            SLICE_BROADCAST=profile.slice_broadcast,
            ROW_ALIGN=row_align(n_cols, profile.vector_elements(x.dtype)), **p.flags)
     p.dweight.copy_(dw)
@@ -310,10 +327,15 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     # 32768x1024 91 -> 86), as did RMS norm, whose masks only guard loads and stores
     # (fused add + RMS norm backward, bf16 16384x4096: 69 -> 62)
     even = not flag_key[0] and block_m == 1 and n_cols == block_n
+    # one row a program, where the profile says: the next row's x and dy are loaded before
+    # this row's sums, so a program keeps loads in flight through them (stacked rows lost
+    # so: see launch.layer_norm_backward_prefetch in nvidia-sm90-h200.toml). Not on float64:
+    # its spills at 4096 columns went from 48 to 176 bytes a thread with it (sm_90)
+    prefetch = block_m == 1 and dtype.itemsize <= 4 and profile.layer_norm_backward_prefetch
     return programs, PlannedLaunch(
         _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
         ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
-        EVEN_ROWS=even, EVEN_N=even,
+        EVEN_ROWS=even, EVEN_N=even, PREFETCH=prefetch,
         SLICE_BROADCAST=profile.slice_broadcast,
         ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
         **profile.launch_options_for(block_m * block_n, dtype, BACKWARD_WARPS),

@@ -93,6 +93,12 @@ class Profile:
         return self.data["io"].get("l2_eviction_hints", False)
 
     @property
+    def layer_norm_backward_prefetch(self) -> bool:
+        """Whether the fused layer-norm backward loads a program's next row while it reduces
+        the current one, where a program holds one row (false unless the profile says)."""
+        return self.data["launch"].get("layer_norm_backward_prefetch", False)
+
+    @property
     def compute_units(self) -> int:
         return self.data["limits"]["compute_units"]
 

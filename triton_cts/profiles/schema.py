@@ -249,6 +249,10 @@ SCHEMA: dict[str, Any] = {
                                         "32 bits: rows up to it fused, longer rows online in "
                                         "tiles of it; max_fused_size_bytes where absent or "
                                         "larger)", required=False),
+        "layer_norm_backward_prefetch": _optional_flag(
+            "whether the fused layer-norm backward, where a program holds one row of 32-bit "
+            "or narrower data, loads the next row's x and dy before the row's sums; false "
+            "where absent"),
         "row_reduction_programs_per_compute_unit": _optional_count(
             "programs per compute unit the max_dim row kernel keeps before it stacks rows; 1 "
             "where absent"),
