@@ -39,8 +39,9 @@ from triton import knobs
 from .tiles import (BACKWARD_WARPS, COMPENSATE_ROWS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype,
                     _add_block_column_sums, _backward_flags, _backward_row_tile,
                     _backward_tile, _dropout_scale, _fits_fused_backward, _grads, _load,
-                    _load_row_constants, _prepare_backward, _row_block, _row_offsets,
-                    _row_operands, _store_input_grads, _tile_offsets, _to_acc)
+                    _load_row_constants, _load_x_dy, _prepare_backward, _row_block,
+                    _row_offsets, _row_operands, _store_input_grads, _tile_offsets, _to_acc,
+                    _x_dy_step)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -107,25 +108,17 @@ def _layer_norm_bwd_fused_kernel(
     dw_comp = tl.zeros([BLOCK_N], dtype=acc_ty)
     db_comp = tl.zeros([BLOCK_N], dtype=acc_ty)
     r = tl.arange(0, ROWS_PER_PROGRAM)
+    x_ahead, dy_ahead = 0.0, 0.0
     if PREFETCH:
-        _, ahead_offs, ahead_mask = _tile_offsets(pid * ROWS_PER_PROGRAM + r, cols, n_rows, N,
-                                                  SELECT_LOADS, False, EVEN_N)
-        x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
-        dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
+        x_ahead, dy_ahead = _load_x_dy(X, DY, pid * ROWS_PER_PROGRAM + r, cols, n_rows, N,
+                                       SELECT_LOADS, EVEN_N)
     for block in range(pid, tl.cdiv(n_rows, ROWS_PER_PROGRAM), tl.num_programs(0)):
         rows = block * ROWS_PER_PROGRAM + r
         offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS, EVEN_ROWS,
                                               EVEN_N)
-        if PREFETCH:
-            x_in, dy_in = x_ahead, dy_ahead
-            _, ahead_offs, ahead_mask = _tile_offsets(
-                rows + tl.num_programs(0) * ROWS_PER_PROGRAM, cols, n_rows, N, SELECT_LOADS,
-                False, EVEN_N)
-            x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
-            dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
-        else:
-            x_in = _load(X, load_offs, mask, SELECT_LOADS)
-            dy_in = _load(DY, load_offs, mask, SELECT_LOADS)
+        x_in, dy_in, x_ahead, dy_ahead = _x_dy_step(
+            X, DY, load_offs, mask, rows + tl.num_programs(0) * ROWS_PER_PROGRAM, cols, n_rows,
+            N, x_ahead, dy_ahead, PREFETCH, SELECT_LOADS, EVEN_N)
         x = _to_acc(x_in, COMPUTE_FP64)
         dy = _to_acc(dy_in, COMPUTE_FP64)
         rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS, SLICE_BROADCAST),

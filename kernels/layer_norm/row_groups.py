@@ -41,8 +41,8 @@ from .column_sums import _sum_partials
 from .long_rows import _backward_columns
 from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _backward_flags,
                     _dropout_scale, _grads, _add_block_column_sums, _load, _load_row_constants,
-                    _prepare_backward, _row_offsets, _row_operands, _store_input_grads,
-                    _tile_offsets, _to_acc)
+                    _load_x_dy, _prepare_backward, _row_offsets, _row_operands,
+                    _store_input_grads, _tile_offsets, _to_acc, _x_dy_step)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -221,25 +221,18 @@ def _layer_norm_bwd_row_groups_kernel(
     comp_w = tl.zeros([BLOCK_N], dtype=acc_ty)
     comp_b = tl.zeros([BLOCK_N], dtype=acc_ty)
     meeting = 0
+    x_ahead, dy_ahead = 0.0, 0.0
     if PREFETCH:
-        _, ahead_offs, ahead_mask = _tile_offsets(group * ROWS + r, cols, n_rows, N,
-                                                  SELECT_LOADS, False, EVEN_N)
-        x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
-        dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
+        x_ahead, dy_ahead = _load_x_dy(X, DY, group * ROWS + r, cols, n_rows, N, SELECT_LOADS,
+                                       EVEN_N)
     for block in range(group, tl.cdiv(n_rows, ROWS), n_groups):
         rows = block * ROWS + r
         offs, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS, EVEN_ROWS,
                                               EVEN_N)
-        if PREFETCH:
-            # the loads of the next rows are in flight while the group meets
-            x_in, dy_in = x_ahead, dy_ahead
-            _, ahead_offs, ahead_mask = _tile_offsets(rows + n_groups * ROWS, cols, n_rows, N,
-                                                      SELECT_LOADS, False, EVEN_N)
-            x_ahead = _load(X, ahead_offs, ahead_mask, SELECT_LOADS)
-            dy_ahead = _load(DY, ahead_offs, ahead_mask, SELECT_LOADS)
-        else:
-            x_in = _load(X, load_offs, mask, SELECT_LOADS)
-            dy_in = _load(DY, load_offs, mask, SELECT_LOADS)
+        # with PREFETCH the loads of the next rows are in flight while the group meets
+        x_in, dy_in, x_ahead, dy_ahead = _x_dy_step(
+            X, DY, load_offs, mask, rows + n_groups * ROWS, cols, n_rows, N, x_ahead, dy_ahead,
+            PREFETCH, SELECT_LOADS, EVEN_N)
         x = _to_acc(x_in, COMPUTE_FP64)
         dy = _to_acc(dy_in, COMPUTE_FP64)
         rstd = _to_acc(_load_row_constants(RSTD, rows, n_rows, SELECT_LOADS, SLICE_BROADCAST),

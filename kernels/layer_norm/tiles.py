@@ -134,6 +134,30 @@ def _row_offsets(row, cols, N, SELECT_LOADS: tl.constexpr, EVEN_N: tl.constexpr 
 
 
 @triton.jit
+def _load_x_dy(X, DY, rows, cols, n_rows, N, SELECT_LOADS: tl.constexpr, EVEN_N: tl.constexpr):
+    """x and dy of tile rows x cols as loaded (their own dtype), 0 out of bounds; the rows
+    may run past n_rows (a prefetch of the rows a program reaches next)."""
+    _, load_offs, mask = _tile_offsets(rows, cols, n_rows, N, SELECT_LOADS, False, EVEN_N)
+    return _load(X, load_offs, mask, SELECT_LOADS), _load(DY, load_offs, mask, SELECT_LOADS)
+
+
+@triton.jit
+def _x_dy_step(X, DY, load_offs, mask, next_rows, cols, n_rows, N, x_ahead, dy_ahead,
+               PREFETCH: tl.constexpr, SELECT_LOADS: tl.constexpr, EVEN_N: tl.constexpr):
+    """A backward step's x and dy as loaded: (x, dy, x_ahead, dy_ahead). With PREFETCH they
+    are the ones loaded a step ahead, and next_rows' are loaded now, to be in flight while
+    the caller reduces this step's (x_ahead, dy_ahead: from :func:`_load_x_dy` before the
+    first step); without it they are loaded here and x_ahead, dy_ahead pass through."""
+    if PREFETCH:
+        x_in, dy_in = x_ahead, dy_ahead
+        x_ahead, dy_ahead = _load_x_dy(X, DY, next_rows, cols, n_rows, N, SELECT_LOADS, EVEN_N)
+    else:
+        x_in = _load(X, load_offs, mask, SELECT_LOADS)
+        dy_in = _load(DY, load_offs, mask, SELECT_LOADS)
+    return x_in, dy_in, x_ahead, dy_ahead
+
+
+@triton.jit
 def _load(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr):
     return _load_hinted(PTR, load_offs, mask, SELECT_LOADS, "")
 
