@@ -376,6 +376,47 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
             torch.testing.assert_close(got, want)
 
 
+def test_the_layer_norm_tiled_forward_normalizes_in_the_profile_tile():
+    """``launch.layer_norm_normalize_tile_bytes`` shortens the tiles of the tiled layer-norm
+    forward's normalizing walk on 16-bit data: RMS norm and float32 keep the summing walk's
+    tile, and every output is bitwise the one of the whole-tile walk (the same arithmetic
+    per element), with and without a residual and masks."""
+    from kernels.layer_norm import layer_norm
+    base = SM90.derive(**{"launch.max_fused_size_bytes": 256,  # 64-column tiles
+                          "launch.layer_norm_forward_row_group_tile": None,
+                          "launch.layer_norm_forward_row_group_tile_32bit": None})
+    short = base.derive(**{"launch.layer_norm_normalize_tile_bytes": 32})  # 16 bf16
+    g = torch.Generator().manual_seed(5)
+    with interpreted():
+        for n in (300, 256):  # masked, and the tile dividing the row (no masks)
+            x = torch.randn(5, n, generator=g) * 3 + 40
+            w, b, res = (torch.randn(n, generator=g), torch.randn(n, generator=g),
+                         torch.randn(5, n, generator=g))
+            for dtype, norm, residual in ((torch.bfloat16, "layer", None),
+                                          (torch.bfloat16, "layer", res),
+                                          (torch.bfloat16, "rms", None),
+                                          (torch.float32, "layer", None)):
+                args = (x.to(dtype), w.to(dtype), b.to(dtype) if norm == "layer" else None,
+                        1e-5)
+                kw = dict(rms=norm == "rms",
+                          residual=None if residual is None else residual.to(dtype))
+                outs, walks = [], []
+                for profile in (base, short):
+                    with record_launches() as log:
+                        outs.append(layer_norm(*args, **kw, profile=profile))
+                    assert [launch.name for launch in log] == ["_layer_norm_fwd_tiled_kernel"]
+                    walks.append((log[0].kwargs["BLOCK_N"], log[0].kwargs["NORM_BLOCK"]))
+                outs_equal = [torch.equal(a, b) for a, b in zip(*outs) if a is not None]
+                assert all(outs_equal), (dtype, norm, n)
+                shortened = dtype == torch.bfloat16 and norm == "layer"
+                tile = walks[0][0]
+                assert tile == 64 and walks == [(tile, tile), (tile, 16 if shortened else tile)]
+        want = torch.nn.functional.layer_norm(x.bfloat16().float(), (n,), w.bfloat16().float(),
+                                              b.bfloat16().float(), 1e-5)
+        got = layer_norm(x.bfloat16(), w.bfloat16(), b.bfloat16(), 1e-5, profile=short).y
+        torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=3e-2)
+
+
 def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():
     """Where a fused program's tile is whole rows (BLOCK_N == N, and for the forward
     BLOCK_M dividing the rows), layer norm's forward and one-row-a-program backward take

@@ -411,6 +411,23 @@ def test_softmax_row_tile_shortens_the_forward_tile_of_16_bit_data_only():
         sm90.derive(**{"launch.softmax_row_tile_bytes": 3000})
 
 
+def test_layer_norm_normalize_tile_shortens_16_bit_walks_only():
+    """``launch.layer_norm_normalize_tile_bytes`` is the tile of the tiled layer-norm
+    forward's normalizing walk on data narrower than 32 bits, never past the summing walk's
+    tile; 32-bit and wider data, and profiles without the field, keep that tile. A value
+    that is not a power of two names the field."""
+    profiles = load_profiles()
+    sm90, h200 = profiles["nvidia-sm90"], profiles["nvidia-sm90-h200"]
+    assert sm90.layer_norm_normalize_tile(torch.bfloat16, 16384) == 16384
+    assert h200.layer_norm_normalize_tile(torch.bfloat16, 16384) == 8192  # 16384 bytes
+    assert h200.layer_norm_normalize_tile(torch.float16, 16384) == 8192
+    assert h200.layer_norm_normalize_tile(torch.bfloat16, 4096) == 4096
+    assert h200.layer_norm_normalize_tile(torch.float32, 16384) == 16384
+    assert h200.layer_norm_normalize_tile(torch.float64, 8192) == 8192
+    with pytest.raises(ProfileError, match="layer_norm_normalize_tile_bytes"):
+        sm90.derive(**{"launch.layer_norm_normalize_tile_bytes": 3000})
+
+
 def test_layer_norm_backward_prefetch_is_a_flag_off_where_absent():
     """``launch.layer_norm_backward_prefetch`` is off unless a profile sets it (the H200's,
     where it was measured); a value that is not true or false names the field."""

@@ -164,6 +164,7 @@ def _layer_norm_fwd_tiled_kernel(
     X, Y, W, B, RESIDUAL, RESIDUAL_OUT, ROWSCALE, DROPOUT_MASK, MEAN, RSTD,
     n_rows, N, eps, dropout_p, scale_hi, scale_lo, seed,
     BLOCK_N: tl.constexpr,  # columns per tile, < N: a row takes several tiles
+    NORM_BLOCK: tl.constexpr,  # columns per tile of the normalizing walk: BLOCK_N or a divisor
     IS_RMS: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     HAS_RESIDUAL: tl.constexpr,
@@ -260,23 +261,29 @@ def _layer_norm_fwd_tiled_kernel(
         # second pass: recompute x' (the same values: tl.rand is counter-based), normalize.
         # Last tile first: the tiles read last are the likeliest still in cache (bf16
         # 1024x65536 on an H100: 73% of copy in this order, 59-74% first tile first).
-        n_tiles = tl.cdiv(N, BLOCK_N)
+        # Its tiles may be shorter than the first pass's (the profile's
+        # layer_norm_normalize_tile_bytes): x', w, b and y of a tile are live together
+        # here, and at the 64-register cap of two bf16 programs an SM the whole tile spilled
+        # (sm_90: 8 bytes a thread under triton 3.6, 16 under 3.9; none at half the tile)
+        n_tiles = tl.cdiv(N, NORM_BLOCK)
         for i in range(0, n_tiles):
-            cols = (n_tiles - 1 - i) * BLOCK_N + tl.arange(0, BLOCK_N)
-            offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS, EVEN_N)
-            x = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, offs, load_offs, mask,
-                               rowscale, dropout_p, dropout_scale, seed, RNG_32BIT, HAS_ROWSCALE,
-                               HAS_DROPOUT, False, HAS_RESIDUAL, False, SELECT_LOADS,
-                               COMPUTE_FP64, STREAM)
-            _, w_offs, _ = _row_offsets(0, cols, N, SELECT_LOADS, EVEN_N)
-            w = _to_acc(_load(W, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            out_cols = (n_tiles - 1 - i) * NORM_BLOCK + tl.arange(0, NORM_BLOCK)
+            out_offs, out_load_offs, out_mask = _row_offsets(row, out_cols, N, SELECT_LOADS,
+                                                             EVEN_N)
+            xn = _prenorm_input(X, RESIDUAL, RESIDUAL_OUT, DROPOUT_MASK, out_offs,
+                                out_load_offs, out_mask, rowscale, dropout_p, dropout_scale,
+                                seed, RNG_32BIT, HAS_ROWSCALE, HAS_DROPOUT, False, HAS_RESIDUAL,
+                                False, SELECT_LOADS, COMPUTE_FP64, STREAM)
+            _, w_offs, _ = _row_offsets(0, out_cols, N, SELECT_LOADS, EVEN_N)
+            w = _to_acc(_load(W, w_offs, out_mask, SELECT_LOADS), COMPUTE_FP64)
             if IS_RMS:
-                y = x * rstd * w
+                y = xn * rstd * w
             else:
-                y = ((x - shift) - mean_d) * rstd * w
+                y = ((xn - shift) - mean_d) * rstd * w
             if HAS_BIAS:
-                y += _to_acc(_load(B, w_offs, mask, SELECT_LOADS), COMPUTE_FP64)
-            tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask, eviction_policy=STREAM)
+                y += _to_acc(_load(B, w_offs, out_mask, SELECT_LOADS), COMPUTE_FP64)
+            tl.store(Y + out_offs, y.to(Y.dtype.element_ty), mask=out_mask,
+                     eviction_policy=STREAM)
 
 
 
@@ -472,8 +479,13 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     # unit so that the rows in flight stay in L2 (H100, float32 1024x65536: 74 -> 75% of
     # copy at one an SM). RMS norm keeps a program a row: capped, 2048x32768 fell 97 -> 92
     grid = profile.capped_grid(n_rows) if rms else profile.online_grid(n_rows, dtype)
+    # layer norm's normalizing walk in shorter tiles where the profile says: on an H200
+    # (triton 3.6, CUDA graphs, two rounds) bf16 1024x65536 went 74 -> 76.5% of copy at half
+    # the tile; RMS norm, which reads no bias, fell 82 -> 79 so
+    norm_block = block_n if rms else profile.layer_norm_normalize_tile(dtype, block_n)
     return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (grid,),
-                         **meta, BLOCK_N=block_n, PAIRED_SUMS=profile.multi_operand_reduce,
+                         **meta, BLOCK_N=block_n, NORM_BLOCK=norm_block,
+                         PAIRED_SUMS=profile.multi_operand_reduce,
                          THIRD_SUM=dtype.itemsize >= 4,
                          FIRST_TILE_SUMMED=rms and dtype.itemsize == 4,
                          # layer norm without masks where the tile divides the row: it

@@ -147,6 +147,15 @@ class Profile:
             tile = min(tile, launch.get("softmax_row_tile_bytes", tile))
         return max(1, tile // dtype.itemsize)
 
+    def layer_norm_normalize_tile(self, dtype: torch.dtype, tile: int) -> int:
+        """Elements of ``dtype`` a step of the layer-norm tiled forward's normalizing walk
+        takes, where its summing walk takes ``tile``: ``launch.layer_norm_normalize_tile_bytes``
+        on data narrower than 32 bits (never past ``tile``), else ``tile``."""
+        limit = self.data["launch"].get("layer_norm_normalize_tile_bytes")
+        if limit is None or dtype.itemsize >= 4:
+            return tile
+        return max(1, min(tile, limit // dtype.itemsize))
+
     def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
         """Elements per program for an elementwise kernel over ``n`` elements."""
         block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)

@@ -249,6 +249,10 @@ SCHEMA: dict[str, Any] = {
                                         "32 bits: rows up to it fused, longer rows online in "
                                         "tiles of it; max_fused_size_bytes where absent or "
                                         "larger)", required=False),
+        "layer_norm_normalize_tile_bytes": Field(
+            _is_pow2, "a power of two (bytes of a tile of the layer-norm tiled forward's "
+            "normalizing walk on data narrower than 32 bits, RMS norm excluded; the walk "
+            "takes the forward's tile where absent or larger)", required=False),
         "layer_norm_backward_prefetch": _optional_flag(
             "whether the fused layer-norm backward, where a program holds one row of 32-bit "
             "or narrower data, loads the next row's x and dy before the row's sums; false "
