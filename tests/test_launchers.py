@@ -417,6 +417,40 @@ def test_the_layer_norm_tiled_forward_normalizes_in_the_profile_tile():
         torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=3e-2)
 
 
+def test_the_layer_norm_tiled_forward_third_sum_changes_no_value():
+    """The tiled forward's third per-tile sum (of x', THIRD_SUM: float64 only) is a speed
+    choice: with or without it, y, mean and rstd are the same bits, rows with inf, NaN and
+    a large mean included. float32 runs without it."""
+    from kernels.layer_norm import layer_norm
+    from kernels.layer_norm.forward import _forward_plan
+    from kernels.fast_launch import PlannedLaunch
+    tiled = SM90.derive(**{"launch.max_fused_size_bytes": 256,  # 64 float32 columns a tile
+                           "launch.layer_norm_forward_row_group_tile_32bit": None})
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(6, 200, generator=g) * 3 + 1e4
+    x[1, 150] = float("inf")
+    x[2, 7] = float("nan")
+    x[3, 10], x[3, 190] = float("inf"), float("-inf")
+    x[4, 3] = float("inf")  # in the first tile: no shift
+    w, b = torch.randn(200, generator=g), torch.randn(200, generator=g)
+    with interpreted():
+        with record_launches() as log:
+            want = layer_norm(x, w, b, 1e-5, profile=tiled)
+        assert [launch.name for launch in log] == ["_layer_norm_fwd_tiled_kernel"]
+        assert log[0].kwargs["THIRD_SUM"] is False
+        plan = _forward_plan(tiled, 6, 200, torch.float32, False, False, True, False, False,
+                             False, False, 1, True, False)
+        third = PlannedLaunch(plan.kernel, plan.grid, **{**plan.meta, "THIRD_SUM": True})
+        y, mean, rstd = torch.empty_like(x), torch.empty(6), torch.empty(6)
+        third(x, y, w, b, x, y, rstd, y, mean, rstd, 6, 200, 1e-5, 0.0, 0.0, 0.0, 0)
+    for got, ref in ((y, want.y), (mean, want.mean), (rstd, want.rstd)):
+        assert torch.equal(got.nan_to_num(7.0), ref.nan_to_num(7.0))
+        assert torch.equal(got.isnan(), ref.isnan())
+    assert torch.isinf(want.mean[1]) and torch.isnan(want.mean[2:4]).all()
+    torch.testing.assert_close(want.y[[0, 5]], torch.nn.functional.layer_norm(
+        x[[0, 5]].double(), (200,), w.double(), b.double(), 1e-5).float())
+
+
 def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():
     """Where a fused program's tile is whole rows (BLOCK_N == N, and for the forward
     BLOCK_M dividing the rows), layer norm's forward and one-row-a-program backward take

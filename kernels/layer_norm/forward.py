@@ -246,12 +246,8 @@ def _layer_norm_fwd_tiled_kernel(
             var = sum_dd / N - mean_d * mean_d
             var = tl.where(var < 0, 0.0, var)  # rounding of a constant row (NaN stays NaN)
             # shift + mean_d is the plain mean for rows with inf or NaN too (see the shift),
-            # so the third sum is no longer needed for them; 16-bit inputs run faster
-            # without it, 32-bit ones with it (the same values either way). On an H200
-            # (triton 3.6, CUDA graphs, % of copy at 1024x65536 and 4096x32768): bf16 53
-            # and 50 with it, 58-59 and 56-57 without; float32 64 and 70 with it, 61-62
-            # and 66 without (its registers fall from 52 to 49 a thread: ptxas schedules
-            # the loads differently)
+            # so the third sum is not needed for them (the same values either way); it is
+            # kept for float64 only (see THIRD_SUM in the launcher)
             mean = shift + mean_d
             if THIRD_SUM:
                 mean = tl.where(mean_d == mean_d, mean, sum_x / N)
@@ -486,7 +482,14 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (grid,),
                          **meta, BLOCK_N=block_n, NORM_BLOCK=norm_block,
                          PAIRED_SUMS=profile.multi_operand_reduce,
-                         THIRD_SUM=dtype.itemsize >= 4,
+                         # a third per-tile sum (of x') on float64 only: without it, on an
+                         # H200 (triton 3.6, CUDA graphs, two alternating rounds, % of copy
+                         # at 1024x65536 / 2048x32768), float32 went 73.5 -> 75.9 / 74.3 ->
+                         # 77.4. Before the kernel lost its masks it measured the other way
+                         # for float32 (64 / 70 with it, 61-62 / 66 without, at 1024x65536 /
+                         # 4096x32768), not for bf16 (53 / 50 with it, 58-59 / 56-57
+                         # without). float64 was not timed
+                         THIRD_SUM=dtype.itemsize >= 8,
                          FIRST_TILE_SUMMED=rms and dtype.itemsize == 4,
                          # layer norm without masks where the tile divides the row: it
                          # executed 1.6-2x RMS norm's instructions, masks and selects among
