@@ -137,24 +137,26 @@ class Profile:
         """Most elements of ``dtype`` one program may hold (MAX_FUSED_SIZE is in bytes)."""
         return max(1, self.data["launch"]["max_fused_size_bytes"] // dtype.itemsize)
 
+    def _narrow_data_tile(self, field: str, dtype: torch.dtype, tile: int) -> int:
+        """``tile`` elements of ``dtype``, shortened to ``launch.<field>`` bytes on data
+        narrower than 32 bits where the profile has the field (never lengthened)."""
+        limit = self.data["launch"].get(field)
+        if limit is None or dtype.itemsize >= 4:
+            return tile
+        return max(1, min(tile, limit // dtype.itemsize))
+
     def softmax_row_tile(self, dtype: torch.dtype) -> int:
         """Elements of ``dtype`` one program of the softmax forward holds: rows up to it are
         fused, longer rows go online in tiles of it. ``launch.softmax_row_tile_bytes`` on
         data narrower than 32 bits (never past MAX_FUSED_SIZE), else MAX_FUSED_SIZE."""
-        launch = self.data["launch"]
-        tile = launch["max_fused_size_bytes"]
-        if dtype.itemsize < 4:
-            tile = min(tile, launch.get("softmax_row_tile_bytes", tile))
-        return max(1, tile // dtype.itemsize)
+        return self._narrow_data_tile("softmax_row_tile_bytes", dtype,
+                                      self.max_fused_elements(dtype))
 
     def layer_norm_normalize_tile(self, dtype: torch.dtype, tile: int) -> int:
         """Elements of ``dtype`` a step of the layer-norm tiled forward's normalizing walk
         takes, where its summing walk takes ``tile``: ``launch.layer_norm_normalize_tile_bytes``
         on data narrower than 32 bits (never past ``tile``), else ``tile``."""
-        limit = self.data["launch"].get("layer_norm_normalize_tile_bytes")
-        if limit is None or dtype.itemsize >= 4:
-            return tile
-        return max(1, min(tile, limit // dtype.itemsize))
+        return self._narrow_data_tile("layer_norm_normalize_tile_bytes", dtype, tile)
 
     def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
         """Elements per program for an elementwise kernel over ``n`` elements."""
