@@ -417,6 +417,59 @@ def test_the_layer_norm_tiled_forward_normalizes_in_the_profile_tile():
         torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=3e-2)
 
 
+def test_the_partial_backward_sums_in_its_last_program_within_the_profile_bytes(monkeypatch):
+    """With ``launch.layer_norm_backward_last_sum_bytes``, a partial-sum backward whose
+    partials fit it makes one launch, its last program adding the partial rows; larger
+    partials, and profiles without the field, make two (the column sums apart). dx is the
+    same bits either way and dweight/dbias are torch's, with and without a bias, a
+    residual gradient, float64, rows that stack, and partials of one or of several sum
+    tiles. The partial buffers start as NaN: a sum that read a row before it was written
+    shows."""
+    from kernels.layer_norm import column_sums, layer_norm, layer_norm_backward
+    made = column_sums._new_last_sum_buffers
+
+    def poisoned(*args):
+        arrived, *partials = made(*args)
+        return (arrived, *(None if p is None else p.fill_(float("nan")) for p in partials))
+    monkeypatch.setattr(column_sums, "_new_last_sum_buffers", poisoned)
+    base = SM90
+    last = SM90.derive(**{"launch.layer_norm_backward_last_sum_bytes": 32768})
+    g = torch.Generator().manual_seed(17)
+    with interpreted():
+        for m, n, dtype, bias, rms, ones in ((5, 300, torch.float32, True, False, True),
+                                             (7, 64, torch.float64, False, False, True),
+                                             (6, 256, torch.bfloat16, False, True, True),
+                                             (300, 40, torch.float32, True, False, True),
+                                             (40, 300, torch.float32, True, False, False)):
+            x = (torch.randn(m, n, generator=g) * 2 + 1).to(dtype)
+            w = torch.randn(n, generator=g).to(dtype)
+            b = torch.randn(n, generator=g).to(dtype) if bias else None
+            dy = torch.randn(m, n, generator=g).to(dtype)
+            dres = torch.randn(m, n, generator=g).to(dtype) if rms else None
+            f = layer_norm(x, w, b, 1e-5, rms=rms, profile=base)
+            outs, names = [], []
+            for profile in (base, last):
+                with record_launches() as log:
+                    outs.append(layer_norm_backward(dy, x, w, b, f.mean, f.rstd, rms=rms,
+                                                    dresidual_out=dres, profile=profile))
+                names.append([(launch.name, launch.kwargs.get("LAST_SUMS")) for launch in log])
+            two = [("_layer_norm_bwd_fused_kernel", False), ("_sum_rows_kernel", None)]
+            assert names[0] == two
+            assert names[1] == ([("_layer_norm_bwd_fused_kernel", True)] if ones else two), (m, n)
+            assert torch.equal(outs[0][0], outs[1][0])
+            xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+            bd = b.double().requires_grad_() if bias else None
+            y = (torch.nn.functional.rms_norm(xd, (n,), wd, 1e-5) if rms
+                 else torch.nn.functional.layer_norm(xd, (n,), wd, bd, 1e-5))
+            y.backward(dy.double())
+            tol = dict(rtol=1e-2, atol=1e-1) if dtype == torch.bfloat16 else {}
+            for got, want in ((outs[1][1], wd.grad), (outs[1][2], bd.grad if bias else None)):
+                if want is not None:
+                    torch.testing.assert_close(got, want.to(got.dtype), **tol)
+                    torch.testing.assert_close(got, outs[0][1 if want is wd.grad else 2],
+                                               rtol=1e-5, atol=1e-5)
+
+
 def test_the_layer_norm_tiled_forward_third_sum_changes_no_value():
     """The tiled forward's third per-tile sum (of x', THIRD_SUM: float64 only) is a speed
     choice: with or without it, y, mean and rstd are the same bits, rows with inf, NaN and

@@ -367,14 +367,14 @@ def test_backward_warps_table_reaches_both_dx_kernels():
 
     sm90 = load_profiles()["nvidia-sm90"]
     flags = (False, True, False, False, False, False)
-    _, plan = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
+    _, plan, *_ = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
     assert plan.meta["num_warps"] == sm90.num_warps_for(4096, torch.bfloat16)
     assert _tiled_backward_block(65536, torch.float32, sm90)[1] == {
         "num_warps": sm90.num_warps_for(2 * 8192, torch.float32)}
     tuned = sm90.derive(**{
         "launch.layer_norm_backward_num_warps_by_block": [[4096, 8], [16384, 16, 2]],
         "launch.layer_norm_backward_num_warps_by_block_32bit": [[16384, 16]]})
-    _, plan = _partial_plan(tuned, 16384, 4096, torch.bfloat16, flags)
+    _, plan, *_ = _partial_plan(tuned, 16384, 4096, torch.bfloat16, flags)
     assert plan.meta["num_warps"] == 8 and "maxnreg" not in plan.meta
     block, options = _tiled_backward_block(65536, torch.bfloat16, tuned)
     assert (block, options) == (8192, {"num_warps": 16, "maxnreg": 64})
@@ -387,9 +387,9 @@ def test_partial_backward_takes_the_16bit_partials_only_for_stacked_rows():
     sm90 = load_profiles()["nvidia-sm90"]
     flags = (False, True, False, False, False, False)
     units = sm90.compute_units
-    stacked, plan = _partial_plan(sm90, 32768, 1024, torch.bfloat16, flags)
+    stacked, plan, *_ = _partial_plan(sm90, 32768, 1024, torch.bfloat16, flags)
     assert plan.meta["ROWS_PER_PROGRAM"] > 1 and stacked == 4 * units
-    single, plan = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
+    single, plan, *_ = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
     assert plan.meta["ROWS_PER_PROGRAM"] == 1 and single == 2 * units
     assert _partial_plan(sm90, 32768, 1024, torch.float32, flags)[0] == 2 * units
 
@@ -426,6 +426,24 @@ def test_layer_norm_normalize_tile_shortens_16_bit_walks_only():
     assert h200.layer_norm_normalize_tile(torch.float64, 8192) == 8192
     with pytest.raises(ProfileError, match="layer_norm_normalize_tile_bytes"):
         sm90.derive(**{"launch.layer_norm_normalize_tile_bytes": 3000})
+
+
+def test_layer_norm_backward_last_sum_takes_partials_within_the_profile_bytes():
+    """``launch.layer_norm_backward_last_sum_bytes`` bounds the partials (programs x columns
+    x accumulator bytes) the partial-sum backward's last program adds itself; profiles
+    without the field, or without an int32 atomic_add to count programs, never take it.
+    A value that is not a power of two names the field."""
+    profiles = load_profiles()
+    sm90, h200 = profiles["nvidia-sm90"], profiles["nvidia-sm90-h200"]
+    assert h200.layer_norm_backward_last_sum(8, 1024, torch.float32)  # 32 KiB
+    assert h200.layer_norm_backward_last_sum(16, 1024, torch.float32)  # 64 KiB
+    assert not h200.layer_norm_backward_last_sum(17, 1024, torch.float32)
+    assert not h200.layer_norm_backward_last_sum(16, 1024, torch.float64)
+    assert not sm90.layer_norm_backward_last_sum(1, 1, torch.float32)
+    no_int32_add = h200.derive(**{"atomics.add": ["float32"]})
+    assert not no_int32_add.layer_norm_backward_last_sum(1, 1, torch.float32)
+    with pytest.raises(ProfileError, match="layer_norm_backward_last_sum_bytes"):
+        sm90.derive(**{"launch.layer_norm_backward_last_sum_bytes": 3000})
 
 
 def test_layer_norm_backward_prefetch_is_a_flag_off_where_absent():

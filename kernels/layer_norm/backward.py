@@ -19,8 +19,11 @@ reduces over columns, so the strategies differ in how the row sums are combined:
   caller's buffers.
 - partial: the same fused kernel writes one row of partials per program, at most the
   profile's partials_per_compute_unit programs per compute unit; a second kernel sums the
-  rows in a fixed order (:mod:`.column_sums`). Bitwise reproducible for a given profile
-  and shape.
+  rows in a fixed order (:mod:`.column_sums`). Where the partials are within the
+  profile's launch.layer_norm_backward_last_sum_bytes (and no CUDA graph is captured),
+  the program that finishes last sums them instead: one launch, which is what a call of
+  a small shape costs. Bitwise reproducible for a given profile and shape (and which of
+  the two sums them).
 - tiled and columns (:mod:`.long_rows`), row groups (:mod:`.row_groups`): for rows beyond
   half the fused tile (the fused backward holds about twice the forward's arrays a
   column). The atomic and partial strategies hand such rows to row groups where the
@@ -45,7 +48,7 @@ from .tiles import (BACKWARD_WARPS, COMPENSATE_ROWS, DEFAULT_ROWS_PER_PROGRAM, _
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .column_sums import _sum_partials
+from .column_sums import _sum_if_last, _sum_partials, last_sum_buffers
 from .row_groups import _backward_long_rows
 from ..fast_launch import PlannedLaunch, Replays, launch, launch_plan
 from ..row_align import aligned, row_align
@@ -69,6 +72,9 @@ def _layer_norm_bwd_fused_kernel(
     DRESIDUAL,              # pointer to the residual gradient, like DY
     DW,                     # pointer to dweight partials: [N] (ATOMIC) or [programs, N]
     DB,                     # pointer to dbias partials, like DW (unused without HAS_BIAS)
+    ARRIVED,                # int32 [1], zero at launch and left so: programs done (LAST_SUMS)
+    DW_SUM,                 # pointer to dweight [N]: the partials' sums (LAST_SUMS)
+    DB_SUM,                 # pointer to dbias [N], like DW_SUM
     n_rows,                 # rows of DY
     N,                      # columns of DY
     scale_hi,               # 1 / (1 - dropout_p), rounded to float32
@@ -90,6 +96,8 @@ def _layer_norm_bwd_fused_kernel(
     EVEN_N: tl.constexpr,     # BLOCK_N == N: no column masks, N a constant
     PREFETCH: tl.constexpr,   # load the next row block's x and dy before this one's sums
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
+    LAST_SUMS: tl.constexpr,  # the last program to finish adds the partial rows
+    SUM_BLOCK_P: tl.constexpr,  # partial rows per tile of those sums
 ):
     pid = tl.program_id(0).to(tl.int64)
     if EVEN_N:
@@ -158,6 +166,11 @@ def _layer_norm_bwd_fused_kernel(
         tl.store(DW + pid * N + cols, dw, mask=col_mask)
         if HAS_BIAS:
             tl.store(DB + pid * N + cols, db, mask=col_mask)
+        if LAST_SUMS:
+            # no second launch for the column sums: a launch costs more host time than
+            # adding a few partial rows takes (launch.layer_norm_backward_last_sum_bytes)
+            _sum_if_last(DW, DW_SUM, DB, DB_SUM, ARRIVED, N, HAS_BIAS, SUM_BLOCK_P, BLOCK_N,
+                         SELECT_LOADS, COMPUTE_FP64)
 
 
 # --------------------------------------------------------------------------------------
@@ -179,7 +192,10 @@ def _atomic_kernel(profile: Profile, configs: tuple) -> triton.runtime.Autotuner
             configs=[triton.Config({"ROWS_PER_PROGRAM": rows}, num_warps=warps, num_stages=stages)
                      for rows, warps, stages in configs],
             key=["n_rows", "N"],
-            reset_to_zero=["DW", "DB"],  # every config accumulates into the caller's buffers
+            # every config accumulates into the caller's buffers; ARRIVED (the counter of
+            # LAST_SUMS, which this strategy never sets) is passed DW: named for the
+            # atomics the kernel's source holds
+            reset_to_zero=["DW", "DB", "ARRIVED"],
             do_bench=launches.autotune_timer,
         )(_layer_norm_bwd_fused_kernel)
     if untimed:
@@ -257,9 +273,9 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     programs = profile.compute_units * profile.partials_per_compute_unit
     grid = lambda meta: (profile.capped_grid(min(programs,  # noqa: E731
                                                  cdiv(n_rows, meta["ROWS_PER_PROGRAM"]))),)
-    launch(kernel, grid, *_row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
+    launch(kernel, grid, *_row_operands(p), dw, db, dw, dw, dw, n_rows, n_cols, *dropout_scale,
            BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
-           EVEN_ROWS=False, EVEN_N=False, PREFETCH=False,
+           EVEN_ROWS=False, EVEN_N=False, PREFETCH=False, LAST_SUMS=False, SUM_BLOCK_P=1,
            SLICE_BROADCAST=profile.slice_broadcast,
            ROW_ALIGN=row_align(n_cols, profile.vector_elements(x.dtype)), **p.flags)
     p.dweight.copy_(dw)
@@ -274,7 +290,10 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
                                 profile: Profile):
     """Deterministic backward: one row of dweight/dbias partials per program (at most the
     profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
-    by a second kernel. Bitwise reproducible for a given profile and shape. Rows beyond
+    by a second kernel, or, for partials within the profile's
+    ``launch.layer_norm_backward_last_sum_bytes`` outside CUDA-graph capture, by the
+    program that finishes last (one launch a call). Bitwise reproducible for a given
+    profile, shape and choice of those two (their sums' last bits may differ). Rows beyond
     half the fused tile take the long-row strategies (row groups or columns). See
     :func:`layer_norm_backward` for the arguments."""
     op = "layer_norm_backward_partial"
@@ -285,17 +304,32 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
         return done
     n_rows, n_cols = p.n_rows, p.n_cols
     acc = _acc_dtype(x.dtype)
-    programs, planned = _partial_plan(profile, n_rows, n_cols, x.dtype, p.flag_key)
-    dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
-    db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
+    programs, planned, summed = _partial_plan(profile, n_rows, n_cols, x.dtype, p.flag_key)
+    has_bias = p.dbias is not None
+    # one launch where the host is what limits a call of few partial rows (see
+    # last_sum_buffers); while a CUDA graph is captured, two: the graph replays them faster
+    buffers = (last_sum_buffers(x.device, programs, n_cols, acc, has_bias)
+               if summed is not None else None)
+    if buffers is not None:
+        planned = summed
+        arrived, dw, db = buffers
+    else:
+        dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
+        db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if has_bias else None
+        arrived = None
     # the checks' entry stands for the profile, the options and the shapes (see Replays)
-    tensors = (*p[:12], dw, db)
-    if _REPLAYS.replay(p.checked, (), tensors):
+    tensors = (*p[:12], dw, db, arrived)
+    key = (arrived is not None,)
+    if _REPLAYS.replay(p.checked, key, tensors):
         return _grads(p)
-    with _REPLAYS.record(p.checked, (), tensors):
-        planned(*_row_operands(p), dw, db if db is not None else dw, n_rows, n_cols,
-                *dropout_scale)
-        _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
+    with _REPLAYS.record(p.checked, key, tensors):
+        if arrived is not None:
+            planned(*_row_operands(p), dw, db if has_bias else dw, arrived, p.dweight,
+                    p.dbias if has_bias else p.dweight, n_rows, n_cols, *dropout_scale)
+        else:
+            planned(*_row_operands(p), dw, db if has_bias else dw, dw, dw, dw, n_rows, n_cols,
+                    *dropout_scale)
+            _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if has_bias else []), profile)
     return _grads(p)
 
 
@@ -305,9 +339,10 @@ _REPLAYS = Replays()
 
 @launch_plan
 def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  flag_key: tuple) -> tuple[int, PlannedLaunch]:
-    """(programs, the launch) of the partial-sum backward's dx kernel; ``flag_key`` is
-    what the operands' constexprs are built from (``_Backward.flag_key``)."""
+                  flag_key: tuple) -> tuple[int, PlannedLaunch, PlannedLaunch | None]:
+    """(programs, the launch of the partial-sum backward's dx kernel, the same launch with
+    its last program adding the partial rows where the profile takes that, else None);
+    ``flag_key`` is what the operands' constexprs are built from (``_Backward.flag_key``)."""
     block_n = next_power_of_2(n_cols)
     block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
     # a few programs per compute unit: one (the source article's rule) left an H200's SMs
@@ -325,14 +360,25 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     # so: see launch.layer_norm_backward_prefetch in nvidia-sm90-h200.toml). Not on float64:
     # its spills at 4096 columns went from 48 to 176 bytes a thread with it (sm_90)
     prefetch = block_m == 1 and dtype.itemsize <= 4 and profile.layer_norm_backward_prefetch
-    return programs, PlannedLaunch(
-        _layer_norm_bwd_fused_kernel, (programs,), ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n,
-        ATOMIC=False, COMPENSATED=n_rows > COMPENSATE_ROWS,
-        EVEN_ROWS=even, EVEN_N=even, PREFETCH=prefetch,
+    meta = dict(
+        ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n, ATOMIC=False,
+        COMPENSATED=n_rows > COMPENSATE_ROWS, EVEN_ROWS=even, EVEN_N=even, PREFETCH=prefetch,
         SLICE_BROADCAST=profile.slice_broadcast,
         ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
         **profile.launch_options_for(block_m * block_n, dtype, BACKWARD_WARPS),
         **_backward_flags(profile, dtype, *flag_key))
+    # few partial rows (launch.layer_norm_backward_last_sum_bytes): the last program adds
+    # them in tiles of its own rows (at least two), which keeps the kernel's registers
+    # (sm_90, triton 3.9: 48 to 163 a thread at 64 to 4096 columns, within 3 of the
+    # kernel without the sums; the whole partials in one tile took 64 -> 106-255 and
+    # spilled, twice its rows 160 -> 202 at 32 stacked rows)
+    last_sums = profile.layer_norm_backward_last_sum(programs, n_cols, _acc_dtype(dtype))
+    sum_block_p = min(next_power_of_2(programs), max(2, block_m))
+    return (programs,
+            PlannedLaunch(_layer_norm_bwd_fused_kernel, (programs,), **meta,
+                          LAST_SUMS=False, SUM_BLOCK_P=1),
+            PlannedLaunch(_layer_norm_bwd_fused_kernel, (programs,), **meta,
+                          LAST_SUMS=True, SUM_BLOCK_P=sum_block_p) if last_sums else None)
 
 
 def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,

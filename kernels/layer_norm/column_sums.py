@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .tiles import _column_block, _load, _tile_offsets, _to_acc
+from .tiles import _column_block, _tile_offsets, _to_acc
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PlannedLaunch, launch_plan
 from ..row_align import aligned, row_align
@@ -15,7 +15,9 @@ from ..row_align import aligned, row_align
 
 @triton.jit
 def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.constexpr,
-                 BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr):
+                 BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr, COMPUTE_FP64: tl.constexpr,
+                 CACHE: tl.constexpr):
+    # CACHE: the loads' cache modifier (".cg": from L2, for rows other programs just wrote)
     acc_ty = tl.float64 if COMPUTE_FP64 else tl.float32
     for block in range(program, tl.cdiv(N, BLOCK_N), n_programs):
         cols = block * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -24,8 +26,32 @@ def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.c
         for start in range(0, n_partials, BLOCK_P):
             rows = start + tl.arange(0, BLOCK_P)
             _, load_offs, mask = _tile_offsets(rows, cols, n_partials, N, SELECT_LOADS)
-            acc += _to_acc(_load(PARTIAL, load_offs, mask, SELECT_LOADS), COMPUTE_FP64)
+            if SELECT_LOADS:
+                part = tl.load(PARTIAL + load_offs, cache_modifier=CACHE)
+                part = tl.where(mask, part, tl.zeros_like(part))
+            else:
+                part = tl.load(PARTIAL + load_offs, mask=mask, other=0, cache_modifier=CACHE)
+            acc += _to_acc(part, COMPUTE_FP64)
         tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < N)
+
+
+@triton.jit
+def _sum_if_last(PARTIAL, OUT, PARTIAL_2, OUT_2, ARRIVED, N, HAS_SECOND: tl.constexpr,
+                 BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr, SELECT_LOADS: tl.constexpr,
+                 COMPUTE_FP64: tl.constexpr):
+    """Called by every program of a launch once it has stored its row of PARTIAL (and
+    PARTIAL_2): the program that finishes last adds the rows as :func:`_sum_rows_kernel`
+    does, and leaves ARRIVED (int32, zero at launch) zero again for the next launch."""
+    # every thread's stores before the release; the last program's acquire sees them all
+    tl.debug_barrier()
+    n_partials = tl.num_programs(0)
+    if tl.atomic_add(ARRIVED, 1, sem="acq_rel", scope="gpu") == n_partials - 1:
+        _sum_columns(PARTIAL, OUT, 0, 1, n_partials, N, BLOCK_P, BLOCK_N, SELECT_LOADS,
+                     COMPUTE_FP64, ".cg")
+        if HAS_SECOND:
+            _sum_columns(PARTIAL_2, OUT_2, 0, 1, n_partials, N, BLOCK_P, BLOCK_N, SELECT_LOADS,
+                         COMPUTE_FP64, ".cg")
+        tl.atomic_xchg(ARRIVED, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -49,10 +75,10 @@ def _sum_rows_kernel(
     pid = tl.program_id(0).to(tl.int64)
     if pid < n_programs:
         _sum_columns(PARTIAL, OUT, pid, n_programs, n_partials, N, BLOCK_P, BLOCK_N,
-                     SELECT_LOADS, COMPUTE_FP64)
+                     SELECT_LOADS, COMPUTE_FP64, "")
     else:
         _sum_columns(PARTIAL_2, OUT_2, pid - n_programs, n_programs, n_partials, N, BLOCK_P,
-                     BLOCK_N, SELECT_LOADS, COMPUTE_FP64)
+                     BLOCK_N, SELECT_LOADS, COMPUTE_FP64, "")
 
 
 def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profile) -> None:
@@ -82,3 +108,42 @@ def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype
         SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
         ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
         num_warps=profile.num_warps_for(block_p * block_n, dtype))
+
+
+#: (device index, stream, programs, columns, dtype, with dbias) -> the buffers of
+#: :func:`last_sum_buffers`
+_LAST_SUM_BUFFERS: dict = {}
+#: Buffer sets kept at most (each is at most launch.layer_norm_backward_last_sum_bytes
+#: twice, and a counter)
+MAX_LAST_SUM_BUFFERS = 64
+
+
+def last_sum_buffers(device: torch.device, programs: int, n_cols: int, dtype: torch.dtype,
+                     with_bias: bool) -> tuple | None:
+    """(counter, dweight partials, dbias partials or None) for a backward whose last
+    program adds the partial rows (:func:`_sum_if_last`), or None while a CUDA graph is
+    captured: a graph replays two launches faster than one whose last program adds the
+    rows alone (no host time to save there), and buffers kept past a capture could be
+    shared by graphs replayed side by side. The counter is zero and every launch leaves it
+    so, and launches on one stream run one after another: so a GPU stream's buffers are
+    kept and handed to its next call of the same shape, which then allocates nothing.
+    Fresh ones on devices without streams (CPU in the interpreter, meta tensors)."""
+    if device.type != "cuda":
+        return _new_last_sum_buffers(device, programs, n_cols, dtype, with_bias)
+    if torch.cuda.is_current_stream_capturing():
+        return None
+    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index), programs, n_cols,
+           dtype, with_bias)
+    buffers = _LAST_SUM_BUFFERS.get(key)
+    if buffers is None:
+        if len(_LAST_SUM_BUFFERS) >= MAX_LAST_SUM_BUFFERS:
+            _LAST_SUM_BUFFERS.clear()  # freed in stream order by torch's allocator
+        buffers = _LAST_SUM_BUFFERS[key] = _new_last_sum_buffers(device, programs, n_cols,
+                                                                 dtype, with_bias)
+    return buffers
+
+
+def _new_last_sum_buffers(device, programs, n_cols, dtype, with_bias) -> tuple:
+    return (torch.zeros(1, dtype=torch.int32, device=device),
+            torch.empty(programs, n_cols, dtype=dtype, device=device),
+            torch.empty(programs, n_cols, dtype=dtype, device=device) if with_bias else None)

@@ -38,9 +38,9 @@ def layer_norm_backward_no_reset(dy, x, weight, bias, mean, rstd, *, profile):
                for r in (1, 2)]
     kernel = _tuned(ln._layer_norm_bwd_fused_kernel, "ln_no_reset", configs, ["n_rows", "N"])
     grid = lambda meta: (profile.capped_grid(triton.cdiv(n_rows, meta["ROWS_PER_PROGRAM"])),)  # noqa: E731
-    kernel[grid](*ln._row_operands(p), dw, db, n_rows, n_cols, *dropout_scale,
+    kernel[grid](*ln._row_operands(p), dw, db, dw, dw, dw, n_rows, n_cols, *dropout_scale,
                  BLOCK_N=block_n, ATOMIC=True, COMPENSATED=False, EVEN_ROWS=False, EVEN_N=False,
-                 PREFETCH=False,
+                 PREFETCH=False, LAST_SUMS=False, SUM_BLOCK_P=1,
                  SLICE_BROADCAST=profile.slice_broadcast, ROW_ALIGN=1, **p.flags)
     p.dweight.copy_(dw)
     if db is not None:

@@ -51,6 +51,7 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.row_reduction_step_bytes_32bit": _BLOCK_BYTES,
     "launch.softmax_row_tile_bytes": _BLOCK_BYTES,
     "launch.layer_norm_normalize_tile_bytes": _BLOCK_BYTES,
+    "launch.layer_norm_backward_last_sum_bytes": _BLOCK_BYTES,
     "launch.matmul_pointer_max_work": Range(1, 2**63 - 1, "M*N*K of a product: 512^3 "
                                             "on the Hopper profiles"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),

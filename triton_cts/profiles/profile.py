@@ -158,6 +158,15 @@ class Profile:
         on data narrower than 32 bits (never past ``tile``), else ``tile``."""
         return self._narrow_data_tile("layer_norm_normalize_tile_bytes", dtype, tile)
 
+    def layer_norm_backward_last_sum(self, programs: int, n_cols: int, acc: torch.dtype) -> bool:
+        """Whether the partial-sum layer-norm backward's last program adds its ``programs``
+        rows of ``n_cols`` partials in ``acc`` itself (no second launch):
+        ``launch.layer_norm_backward_last_sum_bytes`` covers them and the target has an
+        int32 atomic_add to count the programs that are done."""
+        limit = self.data["launch"].get("layer_norm_backward_last_sum_bytes")
+        return (limit is not None and programs * n_cols * acc.itemsize <= limit
+                and self.supports_atomic("add", torch.int32))
+
     def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
         """Elements per program for an elementwise kernel over ``n`` elements."""
         block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)

@@ -253,6 +253,11 @@ SCHEMA: dict[str, Any] = {
             _is_pow2, "a power of two (bytes of a tile of the layer-norm tiled forward's "
             "normalizing walk on data narrower than 32 bits, RMS norm excluded; the walk "
             "takes the forward's tile where absent or larger)", required=False),
+        "layer_norm_backward_last_sum_bytes": Field(
+            _is_pow2, "a power of two (bytes of the partial-sum layer-norm backward's "
+            "dweight partials, programs x columns x accumulator size, up to which the "
+            "program that finishes last adds them itself instead of a second launch; a "
+            "second launch always where absent)", required=False),
         "layer_norm_backward_prefetch": _optional_flag(
             "whether the fused layer-norm backward, where a program holds one row of 32-bit "
             "or narrower data, loads the next row's x and dy before the row's sums; false "
