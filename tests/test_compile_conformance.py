@@ -118,10 +118,41 @@ def test_golden_stats_report_regressions_and_missing_entries(tmp_path, monkeypat
         "amd-gfx942", "attention[reference]", {k: dict(v, spills=40) for k, v in entry.items()})[0][0]
     new_kernel = {**entry, "k2 fp32 (64,) [num_warps=4]": entry["k fp32 (64,) [num_warps=4]"]}
     assert golden.compare("amd-gfx942", "gelu[reference]", new_kernel)[1] == [
-        "no golden entry for k2 fp32 (64,) [num_warps=4]"]
+        f"no golden entry for k2 fp32 (64,) [num_warps=4]; refresh with "
+        f"`{golden.REFRESH_COMMAND}`"]
     assert "has no entry for max_all[reference]" in golden.compare(
         "amd-gfx942", "max_all[reference]", entry)[1][0]
     assert not list(tmp_path.rglob("*.tmp"))                             # atomic writes
+
+
+def test_a_stale_golden_entry_is_a_quality_warning_and_no_entry_is_not(tmp_path, monkeypatch):
+    """A compile check whose golden entry (this Triton version, the profile) lacks a kernel
+    it compiled (a launch key that changed without a refresh) went uncompared: it is
+    reported as a quality warning naming the refresh. A check with no entry, or a version
+    with no file, was never recorded: it passes with a plain GoldenMissingWarning."""
+    source = golden.load("amd-gfx942")
+    if source is None:
+        pytest.skip(f"no golden file for amd-gfx942 under triton {triton.__version__}")
+    stale_dir = tmp_path / "stale"
+    path = stale_dir / f"triton-{triton.__version__}" / "amd-gfx942.json"
+    path.parent.mkdir(parents=True)
+    source["checks"]["gelu[reference]"] = {
+        f"{key} (old key)": stats for key, stats in source["checks"]["gelu[reference]"].items()}
+    path.write_text(json.dumps(source))
+    args = ("suites/test_compile.py", "--vendor", "amd-gfx942", "--mode", "compile",
+            "--op", "gelu", "-W", "ignore::triton_cts.toolchains.golden.GoldenImprovedWarning")
+    monkeypatch.setenv("TRITON_CTS_GOLDEN_DIR", str(stale_dir))
+    out = run_pytest(*args).stdout
+    assert "GoldenStaleWarning" in out and "no golden entry for _gelu" in out, out
+    assert "golden entries no longer compiled" in out and golden.REFRESH_COMMAND in out
+    assert "CONFORMS: 1 checks (1 quality_warning)" in out, out
+    del source["checks"]["gelu[reference]"]
+    path.write_text(json.dumps(source))
+    for no_entry in (stale_dir, tmp_path / "no-file"):
+        monkeypatch.setenv("TRITON_CTS_GOLDEN_DIR", str(no_entry))
+        out = run_pytest(*args).stdout
+        assert "GoldenMissingWarning" in out and "GoldenStaleWarning" not in out, out
+        assert "CONFORMS: 1 checks (1 pass)" in out, out
 
 
 def test_a_regression_fails_only_if_a_fresh_process_measures_it_too(tmp_path, monkeypatch):

@@ -8,7 +8,9 @@ regression (the suite fails with the old and new numbers); a fall beyond them is
 improvement, reported with :class:`GoldenImprovedWarning` so the file gets refreshed, never a
 failure (a kernel that already spills is at the register allocator's mercy: the same
 gfx942 attention backward spilled 36 registers on one machine and 34 on another); a kernel
-with no entry is reported with :class:`GoldenMissingWarning`.
+with no entry is reported with :class:`GoldenMissingWarning`, and with
+:class:`GoldenStaleWarning`, a quality warning, where its check has an entry (which went
+stale).
 
 A regression is confirmed before it fails: the check is compiled again in a new Python
 process with an empty Triton cache (:func:`remeasure`). Some codegen depends on what the
@@ -70,6 +72,14 @@ class GoldenMissingWarning(UserWarning):
     """No golden stats to compare a compiled kernel with."""
 
 
+class GoldenStaleWarning(GoldenMissingWarning, QualityWarning):
+    """The check's golden entry (this Triton version, the profile) exists but has no stats
+    for a kernel the check compiled, or keeps some for one it no longer compiles: a launch
+    key changed without a refresh, and the kernel went uncompared. A quality warning, so
+    the check's record shows it until the entry is refreshed. (A check with no entry at
+    all, or a version with no file, was never recorded: a plain GoldenMissingWarning.)"""
+
+
 class GoldenImprovedWarning(UserWarning):
     """A compiled kernel does better than its golden stats: refresh them."""
 
@@ -81,6 +91,12 @@ class GoldenUnstableWarning(QualityWarning):
 
 def golden_path(profile: str, version: str | None = None) -> Path:
     return GOLDEN_DIR / f"triton-{version or triton.__version__}" / f"{profile}.json"
+
+
+def has_entry(profile: str, check: str) -> bool:
+    """Whether this Triton version's golden file for ``profile`` has an entry for ``check``."""
+    data = load(profile)
+    return data is not None and check in data["checks"]
 
 
 def updating() -> bool:
@@ -118,7 +134,7 @@ def compare(profile: str, check: str,
     for key, new in measured.items():
         old = golden.get(key)
         if old is None:
-            missing.append(f"no golden entry for {key}")
+            missing.append(f"no golden entry for {key}; refresh with `{REFRESH_COMMAND}`")
             continue
         for stat, (rel, slack) in THRESHOLDS.items():
             before, after = old.get(stat), new.get(stat)
@@ -133,7 +149,8 @@ def compare(profile: str, check: str,
                                 f"`{REFRESH_COMMAND}`")
     gone = sorted(set(golden) - set(measured))
     if gone:
-        missing.append(f"golden entries no longer compiled: {', '.join(gone)}")
+        missing.append(f"golden entries no longer compiled: {', '.join(gone)}; refresh "
+                       f"with `{REFRESH_COMMAND}`")
     return regressions, missing, improved
 
 
