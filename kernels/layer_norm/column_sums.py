@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.driver import driver
 
-from .tiles import _column_block, _tile_offsets, _to_acc
+from .tiles import _column_block, _load_with, _tile_offsets, _to_acc
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PlannedLaunch, launch_plan
 from ..row_align import aligned, row_align
@@ -26,12 +27,8 @@ def _sum_columns(PARTIAL, OUT, program, n_programs, n_partials, N, BLOCK_P: tl.c
         for start in range(0, n_partials, BLOCK_P):
             rows = start + tl.arange(0, BLOCK_P)
             _, load_offs, mask = _tile_offsets(rows, cols, n_partials, N, SELECT_LOADS)
-            if SELECT_LOADS:
-                part = tl.load(PARTIAL + load_offs, cache_modifier=CACHE)
-                part = tl.where(mask, part, tl.zeros_like(part))
-            else:
-                part = tl.load(PARTIAL + load_offs, mask=mask, other=0, cache_modifier=CACHE)
-            acc += _to_acc(part, COMPUTE_FP64)
+            acc += _to_acc(_load_with(PARTIAL, load_offs, mask, SELECT_LOADS, "", CACHE),
+                           COMPUTE_FP64)
         tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < N)
 
 
@@ -132,7 +129,8 @@ def last_sum_buffers(device: torch.device, programs: int, n_cols: int, dtype: to
         return _new_last_sum_buffers(device, programs, n_cols, dtype, with_bias)
     if torch.cuda.is_current_stream_capturing():
         return None
-    key = (device.index, torch._C._cuda_getCurrentRawStream(device.index), programs, n_cols,
+    # the stream a launch goes to, as kernels/fast_launch.py asks Triton's driver for it
+    key = (device.index, driver.active.get_current_stream(device.index), programs, n_cols,
            dtype, with_bias)
     buffers = _LAST_SUM_BUFFERS.get(key)
     if buffers is None:

@@ -164,13 +164,21 @@ def _load(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr):
 
 @triton.jit
 def _load_hinted(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr, EVICT: tl.constexpr):
+    return _load_with(PTR, load_offs, mask, SELECT_LOADS, EVICT, "")
+
+
+@triton.jit
+def _load_with(PTR, load_offs, mask, SELECT_LOADS: tl.constexpr, EVICT: tl.constexpr,
+               CACHE: tl.constexpr):
     # zero where mask is false; SELECT_LOADS: every address is valid, select afterwards.
-    # EVICT: the L2 eviction hint ("evict_last": read again soon; "evict_first": not; "")
+    # EVICT: the L2 eviction hint ("evict_last": read again soon; "evict_first": not; "").
+    # CACHE: the cache modifier (".cg": from L2, for data other programs just wrote; "")
     if SELECT_LOADS:
-        v = tl.load(PTR + load_offs, eviction_policy=EVICT)
+        v = tl.load(PTR + load_offs, cache_modifier=CACHE, eviction_policy=EVICT)
         v = tl.where(mask, v, tl.zeros_like(v))
     else:
-        v = tl.load(PTR + load_offs, mask=mask, other=0, eviction_policy=EVICT)
+        v = tl.load(PTR + load_offs, mask=mask, other=0, cache_modifier=CACHE,
+                    eviction_policy=EVICT)
     return v
 
 
