@@ -5,8 +5,9 @@ with a bounded (or, where declared, no) run-to-run variation.
 The autotuner benchmarks every config on the caller's buffers and resets only the
 ``reset_to_zero`` ones, to 0 (FIELD-NOTES section 3). Which implementations this applies
 to is found, not listed: each is probed once per profile (launches captured at small
-shapes) and checked when it launches a kernel whose source calls ``tl.atomic_*``, an
-autotuned kernel, or is declared deterministic (``OpSpec.deterministic``); the others are
+shapes) and checked when it launches a kernel that reaches a ``tl.atomic_*`` with the
+launch's constexprs (read from source: ``autotune_probe.atomic_updates``), an autotuned
+kernel, or is declared deterministic (``OpSpec.deterministic``); the others are
 reported as not supported. The probe runs where the check runs: on the device in device
 mode (libraries may refuse CPU tensors, or cache the kernel of a captured, never compiled
 call), captured on the CPU otherwise; a probe shape the implementation raises on is
@@ -111,7 +112,7 @@ def probe(target) -> Probe:
                 continue
         result.probed += 1
         for launch in log:
-            found = atomic_updates(launch.kernel)
+            found = atomic_updates(launch.kernel, launch.kwargs)
             if found:
                 result.atomic_kernels[launch.name] = found
         result.tuned_kernels |= {c.kernel for c in calls if c.tunes}
@@ -173,7 +174,7 @@ def not_supported_if_never_exercised(test):
 def _relevant(found: Probe, log, calls) -> bool:
     """Whether this run exercised what the suite checks (an atomic or tuned launch)."""
     return found.deterministic or any(c.tunes for c in calls) \
-        or any(atomic_updates(launch.kernel) for launch in log)
+        or any(atomic_updates(launch.kernel, launch.kwargs) for launch in log)
 
 
 def _assume_exercised(exercised: bool) -> None:

@@ -50,6 +50,67 @@ def test_atomic_updates_reads_pointer_names():
     assert atomic_updates(_accumulate_kernel) == {"add": {"OUT"}}
 
 
+@triton.jit
+def _add_into(out, values, mask):
+    tl.atomic_add(out, values, mask=mask)
+
+
+@triton.jit
+def _count_into(counter, ON: tl.constexpr):
+    if ON:
+        tl.atomic_xchg(counter, 0)
+
+
+@triton.jit
+def _branchy_kernel(X, OUT, SUMS, COUNTER, MAX_OUT, n, PICK, SUMS_ON: tl.constexpr,
+                    COUNT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < n, other=0.0)
+    ptrs = OUT + offs % 4            # a local pointer: OUT
+    _add_into(ptrs, x, offs < n)     # a helper's parameter: OUT again
+    if SUMS_ON and not COUNT:
+        tl.atomic_add(SUMS + offs % 2, x)
+    _count_into(COUNTER, COUNT)
+    if PICK > 0:                     # a runtime branch: either pointer
+        target = MAX_OUT
+    else:
+        target = SUMS
+    tl.atomic_max(target + offs % 2, x)
+
+
+def test_atomic_updates_follows_locals_helpers_and_the_launchs_constexprs():
+    """Pointer names are followed back to the kernel's parameters (through a local and a
+    helper's parameter); a branch on a constexpr the launch gives is followed only where
+    taken (in the kernel and in a helper), one on an unknown value both ways."""
+    assert atomic_updates(_branchy_kernel) == {
+        "add": {"OUT", "SUMS"}, "xchg": {"COUNTER"}, "max": {"MAX_OUT", "SUMS"}}
+    assert atomic_updates(_branchy_kernel, {"SUMS_ON": True, "COUNT": False}) == {
+        "add": {"OUT", "SUMS"}, "max": {"MAX_OUT", "SUMS"}}
+    assert atomic_updates(_branchy_kernel, {"SUMS_ON": False, "COUNT": True}) == {
+        "add": {"OUT"}, "xchg": {"COUNTER"}, "max": {"MAX_OUT", "SUMS"}}
+    # a runtime argument passed by keyword is not a constexpr: both branches still count
+    assert atomic_updates(_branchy_kernel, {"PICK": 1, "SUMS_ON": False, "COUNT": False}) == {
+        "add": {"OUT"}, "max": {"MAX_OUT", "SUMS"}}
+
+
+def test_a_tuned_kernel_adding_through_a_helper_into_an_unreset_buffer_is_a_hazard():
+    """The autotuner's hazard check sees an accumulating atomic in a helper, under the
+    name the kernel's caller passes (it read the helper's own parameter name before, and
+    so missed it), and none in a branch the launch's constexprs switch off."""
+    from triton_cts.execution import launches
+    tuned = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (2, 4)],
+                            key=["n"], reset_to_zero=["MAX_OUT"])(_branchy_kernel)
+    x = torch.arange(8, dtype=torch.float32)
+    bufs = [torch.zeros(4) for _ in range(4)]
+    with launches.interpreted(), observe_autotuning(cpu_bench=True) as calls:
+        tuned[lambda meta: (triton.cdiv(8, meta["BLOCK"]),)](x, *bufs, 8, 0, SUMS_ON=False,
+                                                              COUNT=False)
+    (call,) = calls
+    hazards = call.hazards()
+    assert any("updates 'OUT' with tl.atomic_add" in h for h in hazards), hazards
+    assert not any("'COUNTER'" in h or "'SUMS'" in h for h in hazards), hazards
+
+
 def test_cpu_bench_runs_every_config_and_fresh_cache_retunes():
     from triton_cts.execution import launches
     tuned = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (2, 4, 8)],

@@ -12,15 +12,19 @@ runs under the interpreter, where Triton's own timer needs a GPU driver.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import math
-import re
+import operator
+import textwrap
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import triton.language as tl
 from triton.runtime.autotuner import Autotuner, Config
 from triton.runtime.jit import JITFunction
 
@@ -28,7 +32,6 @@ from triton.runtime.jit import JITFunction
 #: restored) before each config. max/min/and/or are idempotent: repeating them is
 #: harmless as long as the buffer starts from the caller's value.
 ACCUMULATING = ("add", "sub", "xchg", "cas", "xor")
-_ATOMIC_CALL = re.compile(r"\batomic_(\w+)\s*\(\s*(?:[A-Za-z_]\w*\s*=\s*)?([A-Za-z_]\w*)")
 
 
 def base_function(kernel: Any):
@@ -46,31 +49,191 @@ def _jit_of(kernel: Any) -> JITFunction | None:
     return fn
 
 
-def atomic_updates(kernel: Any) -> dict[str, set[str]]:
-    """{atomic op: names the kernel's source passes as its pointer} for the kernel and the
-    JIT helpers it calls (read from source: an atomic inside a branch the constexprs
-    switch off still counts). Names are the first identifier of the pointer expression
-    (``DW`` in ``tl.atomic_add(DW + cols, ...)``)."""
+def atomic_updates(kernel: Any, constexprs: Mapping[str, Any] | None = None
+                   ) -> dict[str, set[str]]:
+    """{atomic op: the kernel's parameters passed as its pointer}, read from the source of
+    the kernel and of the JIT helpers it calls.
+
+    The pointer's name is the first identifier of its expression (``DW`` in
+    ``tl.atomic_add(DW + cols, ...)``), followed back to a parameter of the kernel: through
+    local assignments (``ptrs = OUT + offs``) and through the arguments of helper calls (a
+    helper's ``tl.atomic_add(out, ...)`` on the ``DW + cols`` its caller passed is ``DW``).
+    ``constexprs`` are the launch's constexpr values: a branch on them (``if LAST_SUMS:``,
+    ``if not HAS_BIAS and ...``) is followed only where it is taken; a branch on anything
+    else, or on a constexpr not given (a config's, while tuning), is followed both ways."""
     found: dict[str, set[str]] = {}
-    seen: set[int] = set()
-
-    def scan(fn) -> None:
-        if id(fn) in seen:
-            return
-        seen.add(id(fn))
-        try:
-            src = inspect.getsource(fn)
-        except (OSError, TypeError):
-            return
-        for op, name in _ATOMIC_CALL.findall(src):
-            found.setdefault(op, set()).add(name)
-        for name in fn.__code__.co_names:
-            helper = fn.__globals__.get(name)
-            if isinstance(helper, JITFunction):
-                scan(helper.fn)
-
-    scan(base_function(kernel))
+    fn = base_function(kernel)
+    given = constexprs or {}
+    env = {name: _Value(given[name], frozenset()) if name in given and _is_constexpr(p)
+           else _Value(_UNKNOWN, frozenset([name]))
+           for name, p in inspect.signature(fn).parameters.items()}
+    _AtomicScan(found).function(fn, env, depth=0)
     return found
+
+
+def _is_constexpr(param: inspect.Parameter) -> bool:
+    """Whether a kernel parameter is annotated ``tl.constexpr`` (a value of the launch's
+    specialization; any other argument given by keyword is a runtime value)."""
+    note = param.annotation
+    return note is tl.constexpr or (isinstance(note, str) and note.split(".")[-1] == "constexpr")
+
+
+#: A value the scan cannot know statically.
+_UNKNOWN = object()
+
+
+@dataclass(frozen=True)
+class _Value:
+    """What the scan knows of a name: its constant value (or _UNKNOWN), and the kernel
+    parameters a pointer held in it may start from (several after branches the scan
+    could not decide)."""
+    const: Any
+    roots: frozenset
+
+
+class _AtomicScan:
+    """The walk of :func:`atomic_updates` over one kernel and the helpers it calls."""
+    MAX_DEPTH = 16  # helpers calling helpers (Triton has no recursion)
+
+    def __init__(self, found: dict[str, set[str]]):
+        self.found = found
+        self.globals: dict = {}
+
+    def function(self, fn, env: dict[str, _Value], depth: int) -> None:
+        try:
+            node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+        except (OSError, TypeError, SyntaxError, IndexError):
+            return
+        if isinstance(node, ast.FunctionDef):
+            saved, self.globals = self.globals, fn.__globals__
+            self.block(node.body, env, depth)
+            self.globals = saved
+
+    def block(self, statements, env: dict[str, _Value], depth: int) -> None:
+        for st in statements:
+            if isinstance(st, ast.If):
+                self.expression(st.test, env, depth)
+                taken = _static(st.test, env)
+                if taken is not _UNKNOWN:
+                    self.block(st.body if taken else st.orelse, env, depth)
+                    continue
+                branches = [dict(env), dict(env)]
+                self.block(st.body, branches[0], depth)
+                self.block(st.orelse, branches[1], depth)
+                for name in set(branches[0]) | set(branches[1]):
+                    one, two = (b.get(name, _Value(_UNKNOWN, frozenset())) for b in branches)
+                    env[name] = _Value(one.const if one.const is two.const else _UNKNOWN,
+                                       one.roots | two.roots)
+                continue
+            if isinstance(st, ast.For):
+                for name in ast.walk(st.target):
+                    if isinstance(name, ast.Name):
+                        env[name.id] = _Value(_UNKNOWN, frozenset())
+            for value in ast.iter_child_nodes(st):
+                if isinstance(value, ast.stmt):
+                    continue  # bodies: walked below, in order
+                if isinstance(value, ast.expr):
+                    self.expression(value, env, depth)
+            for field_name in ("body", "orelse", "finalbody"):
+                self.block(getattr(st, field_name, []) or [], env, depth)
+            if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
+                known = _Value(_static(st.value, env), self.roots(st.value, env))
+                for target in (st.targets if isinstance(st, ast.Assign) else [st.target]):
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name):  # a tuple's parts: nothing known
+                            env[name.id] = known if name is target else \
+                                _Value(_UNKNOWN, frozenset())
+
+    def expression(self, expr: ast.expr, env: dict[str, _Value], depth: int) -> None:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call):
+                self.call(node, env, depth)
+
+    def call(self, call: ast.Call, env: dict[str, _Value], depth: int) -> None:
+        helper = self.resolve(call.func)
+        if helper is not None:
+            if depth < self.MAX_DEPTH:
+                self.helper(helper, call, env, depth)
+            return
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        if not name.startswith("atomic_"):
+            return
+        pointer = call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "pointer"),
+            call.keywords[0].value if call.keywords else None)
+        if pointer is not None:
+            roots = self.roots(pointer, env)
+            if roots:
+                self.found.setdefault(name.removeprefix("atomic_"), set()).update(roots)
+
+    def helper(self, helper: JITFunction, call: ast.Call, env: dict[str, _Value],
+               depth: int) -> None:
+        """Walk a JIT helper with what the call passes to each of its parameters."""
+        params = list(inspect.signature(helper.fn).parameters.values())
+        given = dict(zip((p.name for p in params), call.args))
+        given.update((k.arg, k.value) for k in call.keywords if k.arg)
+        inner = {p.name: _Value(_static(given[p.name], env), self.roots(given[p.name], env))
+                 if p.name in given else
+                 _Value(_UNKNOWN if p.default is p.empty else p.default, frozenset())
+                 for p in params}
+        self.function(helper.fn, inner, depth + 1)
+
+    def resolve(self, func: ast.expr) -> JITFunction | None:
+        """The JIT helper a call names (``helper`` or ``module.helper``), else None."""
+        parts = []
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name):
+            return None
+        obj = self.globals.get(func.id)
+        for part in reversed(parts):
+            obj = getattr(obj, part, None)
+        return obj if isinstance(obj, JITFunction) else None
+
+    def roots(self, expr: ast.expr, env: dict[str, _Value]) -> frozenset:
+        """The kernel parameters an expression's first identifier may stand for."""
+        names = sorted((n for n in ast.walk(expr) if isinstance(n, ast.Name)
+                        and not inspect.ismodule(self.globals.get(n.id))),
+                       key=lambda n: (n.lineno, n.col_offset))
+        known = env.get(names[0].id) if names else None
+        return known.roots if known is not None else frozenset()
+
+
+def _static(expr: ast.expr, env: dict[str, _Value]) -> Any:
+    """The value of a test on constants and known constexprs, else _UNKNOWN."""
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        known = env.get(expr.id)
+        value = known.const if known is not None else _UNKNOWN
+        return getattr(value, "value", value)  # a tl.constexpr holds its value
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        value = _static(expr.operand, env)
+        return _UNKNOWN if value is _UNKNOWN else not value
+    if isinstance(expr, ast.BoolOp):
+        values = [_static(v, env) for v in expr.values]
+        deciding = isinstance(expr.op, ast.Or)  # True decides an or, False an and
+        if any(v is not _UNKNOWN and bool(v) is deciding for v in values):
+            return deciding
+        return _UNKNOWN if any(v is _UNKNOWN for v in values) else not deciding
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+        left, right = _static(expr.left, env), _static(expr.comparators[0], env)
+        compare = _COMPARE.get(type(expr.ops[0]))
+        if compare is None or left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        try:
+            return compare(left, right)
+        except TypeError:
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Is: operator.is_, ast.IsNot: operator.is_not}
 
 
 @dataclass
@@ -163,7 +326,7 @@ def observe_autotuning(*, fresh: bool = True, cpu_bench: bool = False,
             kernel=name, configs=list(self.configs), reset_to_zero=list(self.reset_to_zero),
             restore_value=list(self.restore_value),
             user_pre_hook=self.user_defined_pre_hook or any(c.pre_hook for c in self.configs),
-            atomics=atomic_updates(self), arg_names=tuple(self.arg_names),
+            atomics=atomic_updates(self, kwargs), arg_names=tuple(self.arg_names),
             nonzero_resets={n: v for n in self.reset_to_zero
                             if (v := _first_nonzero(named.get(n))) is not None})
         calls.append(call)
