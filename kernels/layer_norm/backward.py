@@ -192,10 +192,7 @@ def _atomic_kernel(profile: Profile, configs: tuple) -> triton.runtime.Autotuner
             configs=[triton.Config({"ROWS_PER_PROGRAM": rows}, num_warps=warps, num_stages=stages)
                      for rows, warps, stages in configs],
             key=["n_rows", "N"],
-            # every config accumulates into the caller's buffers; ARRIVED (the counter of
-            # LAST_SUMS, which this strategy never sets) is passed DW: named for the
-            # atomics the kernel's source holds
-            reset_to_zero=["DW", "DB", "ARRIVED"],
+            reset_to_zero=["DW", "DB"],  # every config accumulates into the caller's buffers
             do_bench=launches.autotune_timer,
         )(_layer_norm_bwd_fused_kernel)
     if untimed:
