@@ -194,7 +194,15 @@ class _AtomicScan:
         return obj if isinstance(obj, JITFunction) else None
 
     def roots(self, expr: ast.expr, env: dict[str, _Value]) -> frozenset:
-        """The kernel parameters an expression's first identifier may stand for."""
+        """The kernel parameters an expression's first identifier may stand for (either
+        side's of a conditional expression the scan cannot decide)."""
+        if isinstance(expr, ast.BinOp):  # a pointer plus offsets: the pointer's side
+            return self.roots(expr.left, env)
+        if isinstance(expr, ast.IfExp):
+            taken = _static(expr.test, env)
+            if taken is _UNKNOWN:
+                return self.roots(expr.body, env) | self.roots(expr.orelse, env)
+            return self.roots(expr.body if taken else expr.orelse, env)
         names = sorted((n for n in ast.walk(expr) if isinstance(n, ast.Name)
                         and not inspect.ismodule(self.globals.get(n.id))),
                        key=lambda n: (n.lineno, n.col_offset))
