@@ -77,6 +77,8 @@ def _branchy_kernel(X, OUT, SUMS, COUNTER, MAX_OUT, n, PICK, SUMS_ON: tl.constex
         target = SUMS
     tl.atomic_max(target + offs % 2, x)
     tl.atomic_min((SUMS if COUNT else MAX_OUT) + offs % 2, x)  # a constexpr picks one
+    first, _ = OUT, SUMS
+    tl.atomic_or(first.to(tl.pointer_type(tl.int32)), 0)  # untraced: kept under its own name
 
 
 def test_atomic_updates_follows_locals_helpers_and_the_launchs_constexprs():
@@ -84,15 +86,16 @@ def test_atomic_updates_follows_locals_helpers_and_the_launchs_constexprs():
     helper's parameter); a branch on a constexpr the launch gives is followed only where
     taken (in the kernel and in a helper), one on an unknown value both ways."""
     both = {"MAX_OUT", "SUMS"}
+    both, untraced = {"MAX_OUT", "SUMS"}, {"first"}
     assert atomic_updates(_branchy_kernel) == {
-        "add": {"OUT", "SUMS"}, "xchg": {"COUNTER"}, "max": both, "min": both}
+        "add": {"OUT", "SUMS"}, "xchg": {"COUNTER"}, "max": both, "min": both, "or": untraced}
     assert atomic_updates(_branchy_kernel, {"SUMS_ON": True, "COUNT": False}) == {
-        "add": {"OUT", "SUMS"}, "max": both, "min": {"MAX_OUT"}}
+        "add": {"OUT", "SUMS"}, "max": both, "min": {"MAX_OUT"}, "or": untraced}
     assert atomic_updates(_branchy_kernel, {"SUMS_ON": False, "COUNT": True}) == {
-        "add": {"OUT"}, "xchg": {"COUNTER"}, "max": both, "min": {"SUMS"}}
+        "add": {"OUT"}, "xchg": {"COUNTER"}, "max": both, "min": {"SUMS"}, "or": untraced}
     # a runtime argument passed by keyword is not a constexpr: both branches still count
     assert atomic_updates(_branchy_kernel, {"PICK": 1, "SUMS_ON": False, "COUNT": False}) == {
-        "add": {"OUT"}, "max": both, "min": {"MAX_OUT"}}
+        "add": {"OUT"}, "max": both, "min": {"MAX_OUT"}, "or": untraced}
 
 
 def test_a_tuned_kernel_adding_through_a_helper_into_an_unreset_buffer_is_a_hazard():

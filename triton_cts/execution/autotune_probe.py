@@ -42,13 +42,6 @@ def base_function(kernel: Any):
     return fn
 
 
-def _jit_of(kernel: Any) -> JITFunction | None:
-    fn = kernel
-    while fn is not None and not isinstance(fn, JITFunction):
-        fn = getattr(fn, "fn", None)
-    return fn
-
-
 def atomic_updates(kernel: Any, constexprs: Mapping[str, Any] | None = None
                    ) -> dict[str, set[str]]:
     """{atomic op: the kernel's parameters passed as its pointer}, read from the source of
@@ -164,9 +157,10 @@ class _AtomicScan:
             (k.value for k in call.keywords if k.arg == "pointer"),
             call.keywords[0].value if call.keywords else None)
         if pointer is not None:
-            roots = self.roots(pointer, env)
-            if roots:
-                self.found.setdefault(name.removeprefix("atomic_"), set()).update(roots)
+            # a pointer the scan cannot trace to a parameter (a tuple's part, a loop
+            # variable) keeps its own first identifier: the atomic is still reached
+            roots = self.roots(pointer, env) or {self.first_name(pointer) or "<pointer>"}
+            self.found.setdefault(name.removeprefix("atomic_"), set()).update(roots)
 
     def helper(self, helper: JITFunction, call: ast.Call, env: dict[str, _Value],
                depth: int) -> None:
@@ -203,11 +197,16 @@ class _AtomicScan:
             if taken is _UNKNOWN:
                 return self.roots(expr.body, env) | self.roots(expr.orelse, env)
             return self.roots(expr.body if taken else expr.orelse, env)
+        name = self.first_name(expr)
+        known = env.get(name) if name else None
+        return known.roots if known is not None else frozenset()
+
+    def first_name(self, expr: ast.expr) -> str | None:
+        """The expression's first identifier in source order, modules skipped."""
         names = sorted((n for n in ast.walk(expr) if isinstance(n, ast.Name)
                         and not inspect.ismodule(self.globals.get(n.id))),
                        key=lambda n: (n.lineno, n.col_offset))
-        known = env.get(names[0].id) if names else None
-        return known.roots if known is not None else frozenset()
+        return names[0].id if names else None
 
 
 def _static(expr: ast.expr, env: dict[str, _Value]) -> Any:
