@@ -156,6 +156,21 @@ def llm_bench(op: str, dtype, profile, small: bool = False) -> Bench:
     raise KeyError(op)
 
 
+#: The LLM ops over rows of a 2-D shape (tokens x hidden), which the sweep may time at any
+#: MxN (``row_bench``)
+ROW_OPS = ("swiglu", "swiglu_backward", "geglu", "geglu_backward", "fused_add_rms_norm",
+           "fused_add_rms_norm_backward")
+
+
+def row_bench(op: str, dtype, profile, shape: tuple[int, int]) -> Bench:
+    """The bench of one of ``ROW_OPS`` at ``shape`` instead of ROW_SHAPE."""
+    if op.startswith(("swiglu", "geglu")):
+        return _glu(op, dtype, profile, shape)
+    if op.startswith("fused_add_rms_norm"):
+        return _fused_add_rms_norm(op, dtype, profile, shape)
+    raise KeyError(op)
+
+
 def direct_library_call(lib_name: str, bench: Bench):
     """The library's own in-place call where its adapter would copy (see the module
     docstring), else None (the adapter is used)."""

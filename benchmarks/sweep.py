@@ -12,7 +12,8 @@ shape) marked with '*'.
     python -m benchmarks.sweep --op layer_norm --dtype bfloat16 \\
         --set launch.max_fused_size_bytes=32768 --set launch.max_fused_size_bytes=65536
 
-``--op matmul`` times N x N x N products (``--size``, default the benchmark's sizes) and
+The fused add + RMS norm, SwiGLU and GEGLU (forward and backward) take --shape as their
+rows (tokens x hidden), as the memory-bound ops do. ``--op matmul`` times N x N x N products (``--size``, default the benchmark's sizes) and
 reports TFLOP/s; a setting is a whole config list, e.g. ``--set 'autotune.matmul_tma=[{
 "BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8,
 "num_warps": 8, "num_stages": 3}]'``. A compute-bound kernel's speed follows the GPU's
@@ -96,7 +97,7 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             return timing.per_call_ms(fn)
 
-    from benchmarks import cases
+    from benchmarks import cases, llm_cases
     from benchmarks.__main__ import measured_copy_gbs
     from triton_cts.profiles import ProfileError, load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", action="append", required=True,
-                        choices=cases.MEMORY_OPS + ("matmul",))
+                        choices=cases.MEMORY_OPS + llm_cases.ROW_OPS + ("matmul",))
     parser.add_argument("--dtype", action="append", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--shape", action="append", type=parse_shape,
                         help="MxN (repeatable; default: the benchmark shapes)")
@@ -143,6 +144,8 @@ def main(argv=None) -> int:
         """One bench (matmul float32: one per input precision the profile runs)."""
         if op == "matmul":
             return cases.matmul(shape[0], dtype, profile)
+        if op in llm_cases.ROW_OPS:
+            return [llm_cases.row_bench(op, dtype, profile, shape)]
         return [cases.memory_bound(op, shape, dtype, profile)]
 
     for (op, shape), dtype in itertools.product(sweep_cases(args.op, args.shape, args.size),

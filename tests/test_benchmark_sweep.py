@@ -38,3 +38,17 @@ def test_matmul_is_swept_at_sizes_and_memory_ops_at_shapes():
     for bad in ("0", "4096x4096", "-1"):
         with pytest.raises(argparse.ArgumentTypeError, match="matmul size"):
             parse_size(bad)
+
+
+def test_the_llm_row_ops_are_swept_at_shapes_and_others_refused(capsys):
+    """The fused add + RMS norm, SwiGLU and GEGLU take --shape as their rows; an op the
+    sweep cannot time (cross-entropy at its vocabulary) is refused by argparse by name."""
+    from benchmarks import llm_cases
+    from benchmarks.sweep import main
+    assert sweep_cases(["fused_add_rms_norm"], [(64, 4096)], None) == [
+        ("fused_add_rms_norm", (64, 4096))]
+    with pytest.raises(KeyError):
+        llm_cases.row_bench("cross_entropy", None, None, (8, 16))
+    with pytest.raises(SystemExit):
+        main(["--op", "cross_entropy"])
+    assert "invalid choice: 'cross_entropy'" in capsys.readouterr().err
