@@ -455,3 +455,35 @@ def test_layer_norm_backward_prefetch_is_a_flag_off_where_absent():
     assert profiles["npu-ascend910b"].layer_norm_backward_prefetch is False
     with pytest.raises(ProfileError, match="layer_norm_backward_prefetch"):
         profiles["nvidia-sm90"].derive(**{"launch.layer_norm_backward_prefetch": 1})
+
+
+def test_rms_norm_takes_its_own_warps_table_and_weight_first_bound_where_the_profile_has_them():
+    """``launch.rms_norm_num_warps_by_block`` falls back to the layer-norm table (and on
+    32-bit data to ``layer_norm_num_warps_by_block_32bit``); the weight is loaded first for
+    one-row programs up to ``launch.rms_norm_weight_first_max_block`` (``_32bit`` on 32-bit
+    data), never where the field is absent. A bound that is not a positive int names the
+    field."""
+    profiles = load_profiles()
+    h200, sm90 = profiles["nvidia-sm90-h200"], profiles["nvidia-sm90"]
+    rms, ln = "rms_norm_num_warps_by_block", "layer_norm_num_warps_by_block"
+    assert h200.launch_options_for(4096, torch.bfloat16, rms) == {"num_warps": 8}
+    assert h200.launch_options_for(4096, torch.bfloat16, ln) == {"num_warps": 4}
+    for block in (1024, 8192, 16384):
+        assert (h200.launch_options_for(block, torch.bfloat16, rms)
+                == h200.launch_options_for(block, torch.bfloat16, ln))
+    for block in (2048, 4096, 16384):  # 32-bit data: the layer-norm 32-bit table
+        assert (h200.launch_options_for(block, torch.float32, rms)
+                == h200.launch_options_for(block, torch.float32, ln))
+        assert (sm90.launch_options_for(block, torch.bfloat16, rms)
+                == sm90.launch_options_for(block, torch.bfloat16, ln))
+    assert h200.rms_norm_weight_first(4096, torch.bfloat16)
+    assert not h200.rms_norm_weight_first(8192, torch.bfloat16)
+    assert h200.rms_norm_weight_first(8192, torch.float32)
+    assert not h200.rms_norm_weight_first(16384, torch.float32)
+    assert not h200.rms_norm_weight_first(1, torch.float64)
+    assert not sm90.rms_norm_weight_first(1, torch.bfloat16)
+    assert not sm90.rms_norm_weight_first(1, torch.float32)
+    with pytest.raises(ProfileError, match="rms_norm_weight_first_max_block_32bit"):
+        sm90.derive(**{"launch.rms_norm_weight_first_max_block_32bit": 0})
+    with pytest.raises(ProfileError, match="rms_norm_num_warps_by_block"):
+        sm90.derive(**{"launch.rms_norm_num_warps_by_block": [[4096, 64]]})

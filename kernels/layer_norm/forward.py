@@ -76,6 +76,7 @@ def _layer_norm_fwd_fused_kernel(
     EVEN_ROWS: tl.constexpr,  # BLOCK_M divides n_rows: no row masks (see the launcher)
     EVEN_N: tl.constexpr,     # BLOCK_N == N: no column masks, N a constant
     ROW_ALIGN: tl.constexpr,  # a power of two dividing N (kernels/row_align.py)
+    WEIGHT_FIRST: tl.constexpr,  # weight and bias loaded once, before the rows (see below)
 ):
     pid = tl.program_id(0).to(tl.int64)  # int64 row offsets past 2^31 elements
     if EVEN_N:
@@ -85,6 +86,13 @@ def _layer_norm_fwd_fused_kernel(
     dropout_scale = _dropout_scale(scale_hi, scale_lo, COMPUTE_FP64)
     cols = tl.arange(0, BLOCK_N)
     _, w_offs, col_mask = _row_offsets(0, cols, N, SELECT_LOADS, EVEN_N)
+    if WEIGHT_FIRST:
+        # in flight with the first row's loads, not after its statistics: a program of one
+        # short row otherwise ends on a dependent weight load (see the profile's
+        # launch.rms_norm_weight_first_max_block)
+        w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+        if HAS_BIAS:
+            b = _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
     step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
     for block in range(pid, stop, step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -126,13 +134,17 @@ def _layer_norm_fwd_fused_kernel(
             var = tl.sum(tl.where(var < 0, 0.0, var), axis=1)
         rstd = 1.0 / tl.sqrt(var + eps)
         tl.store(RSTD + rows, rstd.to(RSTD.dtype.element_ty), mask=row_mask)
-        # weight and bias are loaded where they are used, after the statistics: held from
-        # the program's start they kept two more row-long arrays live through the loads
-        # and reductions (201 registers a thread at 8 warps, bf16 16384 columns on sm_90)
-        w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+        if not WEIGHT_FIRST:
+            # weight and bias are loaded where they are used, after the statistics:
+            # held from the program's start they kept two more row-long arrays live through
+            # the loads and reductions (201 registers a thread at 8 warps, bf16 16384
+            # columns on sm_90)
+            w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
         y = xc * rstd[:, None] * w
         if HAS_BIAS:
-            y += _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+            if not WEIGHT_FIRST:
+                b = _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
+            y += b
         tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
 
 
@@ -454,8 +466,10 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
             # shapes within half a point; RMS norm keeps its masks (float32 4096x16384 95 ->
             # 92 without: ptxas spilled at the 32-register cap of two 32-warp programs an SM)
             EVEN_ROWS=not rms and n_rows % block_m == 0, EVEN_N=not rms and n_cols == block_n,
-            **profile.launch_options_for(block_m * block_n, dtype,
-                                         "layer_norm_num_warps_by_block"))
+            WEIGHT_FIRST=rms and block_m == 1 and profile.rms_norm_weight_first(block_n, dtype),
+            **profile.launch_options_for(
+                block_m * block_n, dtype,
+                "rms_norm_num_warps_by_block" if rms else "layer_norm_num_warps_by_block"))
     if not (rms or store_residual_out or has_dropout):
         # plain layer-norm rows past the fused tile: split over a group of resident programs,
         # x read once, where the profile has the tile (kernels/layer_norm/row_groups.py).

@@ -52,6 +52,10 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.softmax_row_tile_bytes": _BLOCK_BYTES,
     "launch.layer_norm_normalize_tile_bytes": _BLOCK_BYTES,
     "launch.layer_norm_backward_last_sum_bytes": _BLOCK_BYTES,
+    "launch.rms_norm_weight_first_max_block": Range(1, 1 << 20, "row elements: a Triton "
+                                                    "block holds at most 2^20 elements"),
+    "launch.rms_norm_weight_first_max_block_32bit": Range(1, 1 << 20, "as "
+                                                          "launch.rms_norm_weight_first_max_block"),
     "launch.matmul_pointer_max_work": Range(1, 2**63 - 1, "M*N*K of a product: 512^3 "
                                             "on the Hopper profiles"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),
@@ -61,6 +65,9 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.layer_norm_num_warps_by_block": Range(1, 1 << 20, "as launch.num_warps_by_block"),
     "launch.layer_norm_num_warps_by_block_32bit": Range(1, 1 << 20,
                                                         "as launch.num_warps_by_block"),
+    "launch.rms_norm_num_warps_by_block": Range(1, 1 << 20, "as launch.num_warps_by_block"),
+    "launch.rms_norm_num_warps_by_block_32bit": Range(1, 1 << 20,
+                                                      "as launch.num_warps_by_block"),
     "launch.layer_norm_tiled_num_warps_by_block": Range(1, 1 << 20,
                                                         "as launch.num_warps_by_block"),
     "launch.layer_norm_backward_num_warps_by_block": Range(1, 1 << 20,

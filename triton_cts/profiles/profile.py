@@ -35,6 +35,11 @@ def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
+#: A kernel's own num_warps table -> the tables it falls back to, in order, before
+#: ``num_warps_by_block`` (each with its ``_32bit`` counterpart on 32-bit data).
+_WARPS_TABLE_FALLBACKS = {"rms_norm_num_warps_by_block": ("layer_norm_num_warps_by_block",)}
+
+
 @dataclass(frozen=True)
 class Profile:
     """One hardware target. Launchers take every hardware constant from here."""
@@ -91,6 +96,19 @@ class Profile:
         """Whether the two-pass row kernels give their loads and stores L2 eviction hints
         (false unless the profile says)."""
         return self.data["io"].get("l2_eviction_hints", False)
+
+    def rms_norm_weight_first(self, block: int, dtype: torch.dtype) -> bool:
+        """Whether a program of the fused RMS-norm forward that holds one row of ``block``
+        elements of ``dtype`` loads the weight with the row, before the statistics, rather
+        than after them: up to ``launch.rms_norm_weight_first_max_block`` elements (the
+        ``_32bit`` field on 32-bit data); never where the field is absent, nor on 64-bit
+        data (timed on none)."""
+        name = "rms_norm_weight_first_max_block"
+        if dtype.itemsize > 4:
+            return False
+        if dtype.itemsize == 4:
+            name += "_32bit"
+        return block <= self.data["launch"].get(name, 0)
 
     @property
     def layer_norm_backward_prefetch(self) -> bool:
@@ -283,10 +301,13 @@ class Profile:
                      table: str) -> tuple[int, int]:
         """(num_warps, resident programs per compute unit or 0) of the table's entry."""
         launch = self.data["launch"]
-        names = (table, "num_warps_by_block")
+        # a kernel's table falls back to the one it refines (rms_norm_ to layer_norm_)
+        tables = (table, *_WARPS_TABLE_FALLBACKS.get(table, ()))
+        names = (*tables, "num_warps_by_block")
         if dtype is not None:
             if dtype.itemsize >= 4:
-                names = (f"{table}_32bit", "num_warps_by_block_32bit", "num_warps_by_block")
+                names = (*(f"{t}_32bit" for t in tables), "num_warps_by_block_32bit",
+                         "num_warps_by_block")
             block *= max(1, dtype.itemsize // 4)
         rows = next(launch[name] for name in names if name in launch)
         warps, programs = launch["default_num_warps"], 0

@@ -258,6 +258,13 @@ SCHEMA: dict[str, Any] = {
             "dweight partials, programs x columns x accumulator size, up to which the "
             "program that finishes last adds them itself instead of a second launch; a "
             "second launch always where absent)", required=False),
+        "rms_norm_weight_first_max_block": _optional_count(
+            "elements of a row up to which the fused RMS-norm forward (the fused add + RMS "
+            "norm too), where a program holds one row of 16-bit data, loads the weight with "
+            "the row, before the statistics, rather than after them; never where absent"),
+        "rms_norm_weight_first_max_block_32bit": _optional_count(
+            "as rms_norm_weight_first_max_block, on 32-bit data (64-bit data keep the "
+            "weight after)"),
         "layer_norm_backward_prefetch": _optional_flag(
             "whether the fused layer-norm backward, where a program holds one row of 32-bit "
             "or narrower data, loads the next row's x and dy before the row's sums; false "
@@ -277,6 +284,12 @@ SCHEMA: dict[str, Any] = {
         "layer_norm_num_warps_by_block_32bit": _warps_table(
             "the layer-norm fused forward on 32-bit or wider data; num_warps_by_block_32bit "
             "where absent"),
+        "rms_norm_num_warps_by_block": _warps_table(
+            "the RMS-norm fused forward on 16-bit data (the fused add + RMS norm too); "
+            "layer_norm_num_warps_by_block where absent"),
+        "rms_norm_num_warps_by_block_32bit": _warps_table(
+            "the same on 32-bit or wider data; layer_norm_num_warps_by_block_32bit where "
+            "absent"),
         "layer_norm_tiled_num_warps_by_block": _warps_table(
             "the layer-norm tiled forward on 16-bit data, rows past the fused tile; "
             "num_warps_by_block where absent"),
