@@ -69,6 +69,26 @@ def test_forward_and_backward_match_torch(case, profile, dtype):
     _check(ATTENTION_BACKWARD, ka.attention_backward, bwd, kwargs, profile)
 
 
+@pytest.mark.parametrize("case", CASES[:3])
+def test_the_backward_launches_its_gradients_once_where_their_tiles_fit_one_wave(case):
+    """dk/dv and dq tiles share one launch where the profile takes it and all of them fit
+    one program per compute unit, and take two past that or without the field, with
+    bitwise the same gradients (the profile caps the grid at 3 programs, so both walk
+    their tiles in grid-stride loops)."""
+    _, (q, k, v, do), kwargs = _args(case, torch.float32)
+    got = {}
+    for units, single, gradient_launches in ((1, True, 2), (1000, False, 2), (1000, True, 1)):
+        profile = SMALL.derive(**{"limits.compute_units": units,
+                                  "launch.attention_backward_single_launch": single})
+        with launches.interpreted(), launches.record_launches() as log:
+            grads = ka.attention_backward(q, k, v, do, **kwargs, profile=profile)
+        assert [launch.name for launch in log if launch.name.startswith("_attn_bwd")] == \
+            ["_attn_bwd_delta"] + ["_attn_bwd_grads"] * gradient_launches
+        got[units, single] = grads
+    for one, two, three in zip(got[1000, True], got[1, True], got[1000, False]):
+        assert torch.equal(one, two) and torch.equal(one, three)
+
+
 def test_fully_masked_rows_are_zero_with_zero_gradients():
     fwd, bwd, kwargs = _args(CASES[2], torch.float32)
     with launches.interpreted():

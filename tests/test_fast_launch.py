@@ -643,7 +643,7 @@ def test_attention_replays_its_launches_for_inputs_of_one_layout_and_scale(
         check(*(torch.randn(shape, generator=g) for _ in range(4)))
     names = [kernel.__name__ for kernel, _ in ran]
     # four forwards (the backward runs its own), the first recorded; two backwards
-    assert names == ["_attn_fwd"] * 3 + ["_attn_bwd_delta", "_attn_bwd_dkdv", "_attn_bwd_dq"]
+    assert names == ["_attn_fwd"] * 3 + ["_attn_bwd_delta", "_attn_bwd_grads", "_attn_bwd_grads"]
     q_other = torch.randn(1, 24, 2, 16, generator=g).transpose(1, 2)  # shape's, other strides
     check(q_other, *(torch.randn(shape, generator=g) for _ in range(3)))
     check(*(torch.randn(shape, generator=g) for _ in range(4)), scale=0.5)

@@ -487,3 +487,14 @@ def test_rms_norm_takes_its_own_warps_table_and_weight_first_bound_where_the_pro
         sm90.derive(**{"launch.rms_norm_weight_first_max_block_32bit": 0})
     with pytest.raises(ProfileError, match="rms_norm_num_warps_by_block"):
         sm90.derive(**{"launch.rms_norm_num_warps_by_block": [[4096, 64]]})
+
+
+def test_attention_backward_single_launch_is_a_flag_off_where_absent():
+    """``launch.attention_backward_single_launch`` is off unless a profile sets it (the
+    H200's, where it was measured); a value that is not true or false names the field."""
+    profiles = load_profiles()
+    assert profiles["nvidia-sm90-h200"].attention_backward_single_launch is True
+    assert profiles["nvidia-sm90"].attention_backward_single_launch is False
+    assert profiles["amd-gfx942"].attention_backward_single_launch is False
+    with pytest.raises(ProfileError, match="attention_backward_single_launch"):
+        profiles["nvidia-sm90"].derive(**{"launch.attention_backward_single_launch": "yes"})

@@ -14,9 +14,11 @@ rescaled by exp2(m_old - m_new)): the Sq x Sk scores are never stored. Scores ar
 saw no key) so the backward recomputes p = exp2(s - lse), 0 for such a row. Key blocks every
 row sees whole run unmasked, then the causal diagonal and the ragged end masked (select-load
 profiles: the masked loop only); causal tiles stop at the last key their rows see. Backward
-(FlashAttention-2, Algorithm 2): delta = rowsum(o * do); a kernel per key block sums dk, dv
-over the query blocks and the query heads of its key/value head (no atomics); a kernel per
-query block sums dq over the key blocks.
+(FlashAttention-2, Algorithm 2): delta = rowsum(o * do); then a kernel per key block sums
+dk, dv over the query blocks and the query heads of its key/value head (no atomics), and
+one per query block sums dq over the key blocks: two launches of one kernel, or, where the
+profile says (``launch.attention_backward_single_launch``), a single launch of both kinds
+of tile where all of them fit one program per compute unit.
 
 Head dims that are not a power of two are padded to the next (at least 16, the smallest
 ``tl.dot``) with masks; lengths need not be multiples of the blocks. On select-load profiles
@@ -35,7 +37,7 @@ The kernels and launchers are split where forward and backward divide:
 - :mod:`.plan`: the host side both share: input checks, the profile's tile configs and the
   shared-memory estimate that picks among them;
 - :mod:`.forward`: the forward kernel, ``attention_forward`` and ``attention``;
-- :mod:`.backward`: the three backward kernels (delta, dk/dv, dq) and their launchers;
+- :mod:`.backward`: the backward kernels (delta; dk/dv and dq) and their launchers;
 - :mod:`.autograd`: the differentiable wrapper for gradcheck.
 
 The launchers are exported here, so implementations are named ``kernels.attention:<name>``.

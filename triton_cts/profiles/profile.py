@@ -97,6 +97,12 @@ class Profile:
         (false unless the profile says)."""
         return self.data["io"].get("l2_eviction_hints", False)
 
+    @property
+    def attention_backward_single_launch(self) -> bool:
+        """Whether attention's backward launches its dk/dv and dq tiles together where they
+        all fit one program per compute unit (false unless the profile says)."""
+        return self.data["launch"].get("attention_backward_single_launch", False)
+
     def rms_norm_weight_first(self, block: int, dtype: torch.dtype) -> bool:
         """Whether a program of the fused RMS-norm forward that holds one row of ``block``
         elements of ``dtype`` loads the weight with the row, before the statistics, rather

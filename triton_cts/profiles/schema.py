@@ -265,6 +265,10 @@ SCHEMA: dict[str, Any] = {
         "rms_norm_weight_first_max_block_32bit": _optional_count(
             "as rms_norm_weight_first_max_block, on 32-bit data (64-bit data keep the "
             "weight after)"),
+        "attention_backward_single_launch": _optional_flag(
+            "whether attention's backward launches its dk/dv and dq tiles in one launch where "
+            "all of them fit one program per compute unit (limits.compute_units); two "
+            "launches always where absent"),
         "layer_norm_backward_prefetch": _optional_flag(
             "whether the fused layer-norm backward, where a program holds one row of 32-bit "
             "or narrower data, loads the next row's x and dy before the row's sums; false "
