@@ -1,6 +1,6 @@
 """Attention backward (FlashAttention-2, Algorithm 2): delta = rowsum(o * do), then one
 kernel over key tiles (dk and dv) and query tiles (dq): two launches, or one where the
-tiles are few (see the package docstring)."""
+profile takes it and the tiles are few (see the package docstring)."""
 import math
 
 import torch
