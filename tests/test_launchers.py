@@ -504,31 +504,43 @@ def test_the_layer_norm_tiled_forward_third_sum_changes_no_value():
         x[[0, 5]].double(), (200,), w.double(), b.double(), 1e-5).float())
 
 
-def test_rms_norm_weight_first_changes_no_value():
-    """Loading the weight before the statistics (WEIGHT_FIRST, where the profile bounds
-    it) is a speed choice: RMS norm and the fused add + RMS norm give the same bits with it
-    as with the weight loaded after them, and the launch takes it only for one-row
-    programs within the bound."""
+def test_weight_first_changes_no_value():
+    """Loading the weight (and bias) before the statistics (WEIGHT_FIRST, where the profile
+    bounds it) is a speed choice: layer norm with and without bias, RMS norm and the fused
+    add + RMS norm give the same bits with it as with the weight loaded after them, and
+    the launch takes it only for one-row programs within each op's bound."""
     from kernels.fused_add_rms_norm import fused_add_rms_norm
-    from kernels.layer_norm import rms_norm
-    on = SM90.derive(**{"launch.rms_norm_weight_first_max_block": 256,
-                        "launch.rms_norm_weight_first_max_block_32bit": 256})
+    from kernels.layer_norm import layer_norm, rms_norm
+    on = SM90.derive(**{f"launch.{op}_weight_first_max_block{bits}": 256
+                        for op in ("rms_norm", "layer_norm") for bits in ("", "_32bit")})
+    rms_only = SM90.derive(**{"launch.rms_norm_weight_first_max_block": 256,
+                              "launch.rms_norm_weight_first_max_block_32bit": 256})
     g = torch.Generator().manual_seed(11)
     for dtype, n, rows in ((torch.float32, 200, 5), (torch.bfloat16, 256, 3),
                            (torch.float32, 8, 1100)):
         x = (torch.randn(rows, n, generator=g) * 3 + 1).to(dtype)
         r = torch.randn(rows, n, generator=g).to(dtype)
         w = torch.randn(n, generator=g).to(dtype)
+        b = torch.randn(n, generator=g).to(dtype)
+
+        def calls(profile):
+            return (*rms_norm(x, w, 1e-6, profile=profile),
+                    *fused_add_rms_norm(x, r, w, 1e-6, profile=profile),
+                    *layer_norm(x, w, b, 1e-5, profile=profile),
+                    *layer_norm(x, w, None, 1e-5, profile=profile))
         with interpreted():
             with record_launches() as log:
-                outs_on = (*rms_norm(x, w, 1e-6, profile=on),
-                           *fused_add_rms_norm(x, r, w, 1e-6, profile=on))
-            outs_off = (*rms_norm(x, w, 1e-6, profile=SM90),
-                        *fused_add_rms_norm(x, r, w, 1e-6, profile=SM90))
+                outs_on = calls(on)
+            with record_launches() as log_rms_only:
+                calls(rms_only)
+            outs_off = calls(SM90)
         one_row = n > 8  # 8 columns: rows stacked in a program, the weight after
-        assert [launch.kwargs["WEIGHT_FIRST"] for launch in log] == [one_row, one_row]
+        assert [launch.kwargs["WEIGHT_FIRST"] for launch in log] == [one_row] * 4
+        assert [launch.kwargs["WEIGHT_FIRST"] for launch in log_rms_only] == [
+            one_row, one_row, False, False]
         for got, want in zip(outs_on, outs_off):
-            assert torch.equal(got, want)
+            if got is not None:
+                assert torch.equal(got, want)
 
 
 def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():

@@ -457,12 +457,13 @@ def test_layer_norm_backward_prefetch_is_a_flag_off_where_absent():
         profiles["nvidia-sm90"].derive(**{"launch.layer_norm_backward_prefetch": 1})
 
 
-def test_rms_norm_takes_its_own_warps_table_and_weight_first_bound_where_the_profile_has_them():
+def test_norms_take_their_own_warps_table_and_weight_first_bounds_where_the_profile_has_them():
     """``launch.rms_norm_num_warps_by_block`` falls back to the layer-norm table (and on
     32-bit data to ``layer_norm_num_warps_by_block_32bit``); the weight is loaded first for
     one-row programs up to ``launch.rms_norm_weight_first_max_block`` (``_32bit`` on 32-bit
-    data), never where the field is absent. A bound that is not a positive int names the
-    field."""
+    data), never where the field is absent; layer norm has its own bounds
+    (``launch.layer_norm_weight_first_max_block``). A bound that is not a positive int
+    names the field."""
     profiles = load_profiles()
     h200, sm90 = profiles["nvidia-sm90-h200"], profiles["nvidia-sm90"]
     rms, ln = "rms_norm_num_warps_by_block", "layer_norm_num_warps_by_block"
@@ -476,13 +477,20 @@ def test_rms_norm_takes_its_own_warps_table_and_weight_first_bound_where_the_pro
                 == h200.launch_options_for(block, torch.float32, ln))
         assert (sm90.launch_options_for(block, torch.bfloat16, rms)
                 == sm90.launch_options_for(block, torch.bfloat16, ln))
-    assert h200.rms_norm_weight_first(4096, torch.bfloat16)
-    assert not h200.rms_norm_weight_first(8192, torch.bfloat16)
-    assert h200.rms_norm_weight_first(8192, torch.float32)
-    assert not h200.rms_norm_weight_first(16384, torch.float32)
-    assert not h200.rms_norm_weight_first(1, torch.float64)
-    assert not sm90.rms_norm_weight_first(1, torch.bfloat16)
-    assert not sm90.rms_norm_weight_first(1, torch.float32)
+    assert h200.weight_first("rms_norm", 4096, torch.bfloat16)
+    assert not h200.weight_first("rms_norm", 8192, torch.bfloat16)
+    assert h200.weight_first("rms_norm", 8192, torch.float32)
+    assert not h200.weight_first("rms_norm", 16384, torch.float32)
+    assert not h200.weight_first("rms_norm", 1, torch.float64)
+    assert not sm90.weight_first("rms_norm", 1, torch.bfloat16)
+    assert not sm90.weight_first("rms_norm", 1, torch.float32)
+    # layer norm has bounds of its own: on the H200 only 32-bit rows, up to 2048 elements
+    assert h200.weight_first("layer_norm", 2048, torch.float32)
+    assert not h200.weight_first("layer_norm", 4096, torch.float32)
+    assert not h200.weight_first("layer_norm", 1024, torch.bfloat16)
+    assert not h200.weight_first("layer_norm", 1024, torch.float64)
+    with pytest.raises(ProfileError, match="layer_norm_weight_first_max_block"):
+        sm90.derive(**{"launch.layer_norm_weight_first_max_block": "2048"})
     with pytest.raises(ProfileError, match="rms_norm_weight_first_max_block_32bit"):
         sm90.derive(**{"launch.rms_norm_weight_first_max_block_32bit": 0})
     with pytest.raises(ProfileError, match="rms_norm_num_warps_by_block"):

@@ -89,7 +89,7 @@ def _layer_norm_fwd_fused_kernel(
     if WEIGHT_FIRST:
         # in flight with the first row's loads, not after its statistics: a program of one
         # short row otherwise ends on a dependent weight load (see the profile's
-        # launch.rms_norm_weight_first_max_block)
+        # launch.rms_norm_weight_first_max_block and launch.layer_norm_weight_first_max_block)
         w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
         if HAS_BIAS:
             b = _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
@@ -466,7 +466,8 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
             # shapes within half a point; RMS norm keeps its masks (float32 4096x16384 95 ->
             # 92 without: ptxas spilled at the 32-register cap of two 32-warp programs an SM)
             EVEN_ROWS=not rms and n_rows % block_m == 0, EVEN_N=not rms and n_cols == block_n,
-            WEIGHT_FIRST=rms and block_m == 1 and profile.rms_norm_weight_first(block_n, dtype),
+            WEIGHT_FIRST=block_m == 1 and profile.weight_first(
+                "rms_norm" if rms else "layer_norm", block_n, dtype),
             **profile.launch_options_for(
                 block_m * block_n, dtype,
                 "rms_norm_num_warps_by_block" if rms else "layer_norm_num_warps_by_block"))

@@ -56,6 +56,10 @@ PLAUSIBLE: dict[str, Range] = {
                                                     "block holds at most 2^20 elements"),
     "launch.rms_norm_weight_first_max_block_32bit": Range(1, 1 << 20, "as "
                                                           "launch.rms_norm_weight_first_max_block"),
+    "launch.layer_norm_weight_first_max_block": Range(1, 1 << 20, "as "
+                                                      "launch.rms_norm_weight_first_max_block"),
+    "launch.layer_norm_weight_first_max_block_32bit": Range(
+        1, 1 << 20, "as launch.rms_norm_weight_first_max_block"),
     "launch.matmul_pointer_max_work": Range(1, 2**63 - 1, "M*N*K of a product: 512^3 "
                                             "on the Hopper profiles"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),

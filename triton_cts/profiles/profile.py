@@ -103,17 +103,15 @@ class Profile:
         all fit one program per compute unit (false unless the profile says)."""
         return self.data["launch"].get("attention_backward_single_launch", False)
 
-    def rms_norm_weight_first(self, block: int, dtype: torch.dtype) -> bool:
-        """Whether a program of the fused RMS-norm forward that holds one row of ``block``
-        elements of ``dtype`` loads the weight with the row, before the statistics, rather
-        than after them: up to ``launch.rms_norm_weight_first_max_block`` elements (the
-        ``_32bit`` field on 32-bit data); never where the field is absent, nor on 64-bit
-        data (timed on none)."""
-        name = "rms_norm_weight_first_max_block"
+    def weight_first(self, op: str, block: int, dtype: torch.dtype) -> bool:
+        """Whether a program of ``op``'s fused forward (``"rms_norm"`` or
+        ``"layer_norm"``) that holds one row of ``block`` elements of ``dtype`` loads the
+        weight (and bias) with the row, before the statistics, rather than after them: up
+        to ``launch.<op>_weight_first_max_block`` elements (the ``_32bit`` field on 32-bit
+        data); never where the field is absent, nor on 64-bit data (timed on none)."""
         if dtype.itemsize > 4:
             return False
-        if dtype.itemsize == 4:
-            name += "_32bit"
+        name = f"{op}_weight_first_max_block" + ("_32bit" if dtype.itemsize == 4 else "")
         return block <= self.data["launch"].get(name, 0)
 
     @property

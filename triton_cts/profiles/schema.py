@@ -265,6 +265,12 @@ SCHEMA: dict[str, Any] = {
         "rms_norm_weight_first_max_block_32bit": _optional_count(
             "as rms_norm_weight_first_max_block, on 32-bit data (64-bit data keep the "
             "weight after)"),
+        "layer_norm_weight_first_max_block": _optional_count(
+            "as rms_norm_weight_first_max_block, for the fused layer-norm forward (weight and "
+            "bias); never where absent"),
+        "layer_norm_weight_first_max_block_32bit": _optional_count(
+            "as layer_norm_weight_first_max_block, on 32-bit data (64-bit data keep the "
+            "weight after)"),
         "attention_backward_single_launch": _optional_flag(
             "whether attention's backward launches its dk/dv and dq tiles in one launch where "
             "all of them fit one program per compute unit (limits.compute_units); two "
