@@ -27,6 +27,7 @@ import inspect
 import os
 import threading
 from contextlib import contextmanager
+from operator import itemgetter
 
 import torch
 from triton import knobs
@@ -256,26 +257,25 @@ class Replays:
         self._table: dict = {}
         _PLAN_CACHES.append(self._table)
 
-    def replay(self, owner, key: tuple, tensors: tuple) -> bool:
+    def replay(self, owner, key: tuple, tensors: tuple, callers: int | None = None) -> bool:
         """Make the launches kept for ``owner`` and ``key`` on ``tensors``; False where
         none are kept (or every launch must take Triton's path now, or a tensor is not
-        16-byte aligned): the caller launches."""
+        16-byte aligned): the caller launches. ``callers``: where only the first so many
+        tensors are the caller's and the rest were allocated by the launcher (the
+        allocator's blocks are aligned), only those are tested for alignment."""
         try:
             hit = self._table.get((id(owner), key))
         except TypeError:  # an unhashable option: the launcher's checks name it
             return False
         if (hit is None or type(hit[1]) is int or hit[0] is not owner or _triton_path()
-                or not aligned(tensors)):
+                or not aligned(tensors if callers is None else tensors[:callers])):
             return False
         device = driver.active.get_current_device()
         launches_, recorded_device = hit[1]
         if device != recorded_device:
             return False
-        for kernel, meta, dims, compiled, args, slots, tail in launches_:
-            args = list(args)
-            for position, index in slots:
-                args[position] = tensors[index]
-            args = tuple(args)
+        for kernel, meta, dims, compiled, constants, pick, tail in launches_:
+            args = pick(tensors + constants)
             launches.note_launch(kernel, args, meta, dims)
             _run_compiled(compiled, dims, device, args, tail)
         return True
@@ -334,22 +334,34 @@ def aligned(tensors) -> bool:
 
 
 def _replayable(recorded: list, tensors: tuple) -> tuple | None:
-    """The recorded launches with each tensor argument replaced by its index in
-    ``tensors``, or None where one takes a tensor not in it or a tensor descriptor."""
+    """The recorded launches, each with its arguments other than tensors (``constants``)
+    and ``pick``, which takes a later call's arguments from ``tensors + constants`` of that
+    call (one C call, where a loop over the tensor slots cost microseconds a launch); None
+    where one takes a tensor not in ``tensors`` or a tensor descriptor."""
     where = {id(t): i for i, t in enumerate(tensors)}
     kept = []
     for kernel, meta, dims, compiled, args, tail in recorded:
-        slots = []
-        for position, a in enumerate(args):
+        positions, constants = [], []
+        for a in args:
             if isinstance(a, torch.Tensor):
                 if id(a) not in where:
                     return None
-                slots.append((position, where[id(a)]))
+                positions.append(where[id(a)])
             elif TensorDescriptor is not None and isinstance(a, TensorDescriptor):
                 return None
-        constants = tuple(None if isinstance(a, torch.Tensor) else a for a in args)
-        kept.append((kernel, meta, dims, compiled, constants, tuple(slots), tail))
+            else:
+                positions.append(len(tensors) + len(constants))
+                constants.append(a)
+        kept.append((kernel, meta, dims, compiled, tuple(constants), _picker(positions), tail))
     return tuple(kept) if kept else None
+
+
+def _picker(positions: list[int]):
+    """A function taking the items at ``positions`` of a sequence, as a tuple."""
+    if len(positions) == 1:
+        index = positions[0]
+        return lambda items: (items[index],)
+    return itemgetter(*positions) if positions else (lambda items: ())
 
 
 def launch_plan(plan):

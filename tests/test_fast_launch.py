@@ -610,6 +610,14 @@ def test_layer_norm_replays_its_launches_for_inputs_of_one_signature(
     names = [kernel.__name__ for kernel, _ in ran]
     assert names == ["_layer_norm_fwd_fused_kernel", "_layer_norm_bwd_fused_kernel",
                      "_sum_rows_kernel"] * 2
+    # a caller's tensor 4 bytes past a 16-byte boundary (the backward tests only the
+    # caller's for alignment): launched as Triton specializes it, not replayed
+    shifted = torch.randn(6 * 40 + 1, generator=g)[1:].view(6, 40)
+    want = torch.autograd.grad(F.layer_norm(x, (40,), w, b, 1e-5), x, shifted)[0]
+    torch.testing.assert_close(layer_norm_backward(shifted, x.detach(), w, b, out.mean,
+                                                   out.rstd, profile=profile)[0],
+                               want, rtol=1e-4, atol=1e-4)
+    assert len(ran) == 6
     layer_norm(x.detach(), w, b, 1e-3, profile=profile)
     assert len(ran) == 6                                  # another eps: recorded first
     for _ in range(3):

@@ -444,6 +444,16 @@ def _check_dropout_p(op: str, dropout_p: float) -> None:
 
 
 # ---- the backward's arguments, checked, with its outputs allocated ----------------------
+class _Checked(NamedTuple):
+    """What a backward call derives from inputs that passed the checks, remembered for
+    their signature (it stands for profile, options and shapes as a replay's owner)."""
+    n_rows: int
+    n_cols: int
+    flags: dict            # the dx kernels' operand constexprs
+    flag_key: tuple        # what they are built from
+    fused: bool            # whether a row fits the fused backward (half the fused tile)
+
+
 class _Backward(NamedTuple):
     """Validated, contiguous backward operands and the outputs to fill, in the caller's
     shapes (the kernels take pointers and (n_rows, n_cols): no view is made per call)."""
@@ -463,7 +473,7 @@ class _Backward(NamedTuple):
     n_cols: int
     flags: dict            # the dx kernels' operand constexprs (shared: not to be mutated)
     flag_key: tuple        # what they are built from, a launch plan's key
-    checked: tuple         # what the checks remembered for these inputs (a replay's owner)
+    checked: _Checked      # what the checks remembered for these inputs (a replay's owner)
 
 
 #: The backward's inputs that passed :func:`_check_backward` on a GPU, with what depends on
@@ -483,21 +493,20 @@ def _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropou
                         dropout_p, dresidual_out, profile)
         flag_key = (rms, bias is not None, rowscale is not None, dropout_mask is not None,
                     dresidual_out is not None, has_residual)
-        known = _BACKWARD_CHECKS.remember(profile, key, x.device, (
+        known = _BACKWARD_CHECKS.remember(profile, key, x.device, _Checked(
             x.shape[:-1].numel(), x.shape[-1], _backward_flags(profile, x.dtype, *flag_key),
-            flag_key))
-    n_rows, n_cols, flags, flag_key = known
+            flag_key, _fits_fused_backward(x.shape[-1], x.dtype, profile)))
+    n_rows, n_cols, flags, flag_key, _ = known
     x = x.contiguous()
     dx = torch.empty_like(x)
-    device = x.device
+    # (new_empty: the checks put weight and bias on x's device; it parses no keywords)
     prep = _Backward(  # positional: keywords cost microseconds on every launch
         dy.contiguous(), x, weight.contiguous(), None if rms else mean.contiguous(),
         rstd.contiguous(), None if rowscale is None else rowscale.contiguous(),
         None if dropout_mask is None else dropout_mask.contiguous(),
         None if dresidual_out is None else dresidual_out.contiguous(),
         dx, torch.empty_like(dx) if has_residual else None,
-        torch.empty(n_cols, dtype=weight.dtype, device=device),
-        None if bias is None else torch.empty(n_cols, dtype=bias.dtype, device=device),
+        weight.new_empty(n_cols), None if bias is None else bias.new_empty(n_cols),
         n_rows, n_cols, flags, flag_key, known)
     if n_rows == 0:
         prep.dweight.zero_()
