@@ -364,6 +364,36 @@ def _picker(positions: list[int]):
     return itemgetter(*positions) if positions else (lambda items: ())
 
 
+#: (device index, stream, what) -> buffers kept by :func:`stream_buffers`
+_STREAM_BUFFERS: dict = {}
+#: Buffer sets kept at most (past it the table starts over; a dropped set is freed in
+#: stream order by torch's allocator)
+MAX_STREAM_BUFFERS = 64
+
+
+def stream_buffers(device: torch.device, what: tuple, make):
+    """Buffers a launch uses and leaves as it found them (a counter its last program sets
+    back to zero, scratch rows it overwrites), kept for the GPU stream the launch goes to:
+    launches on one stream run one after another, so the next launch of the same ``what``
+    there may take them instead of allocating. ``make()`` builds them. Fresh ones where
+    the device has no streams (CPU in the interpreter, meta tensors); None while a CUDA
+    graph is captured: buffers kept past a capture could be shared by graphs replayed side
+    by side, and the caller launches the way that needs none."""
+    if device.type != "cuda":
+        return make()
+    if torch.cuda.is_current_stream_capturing():
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    # the stream a launch goes to, as _run_compiled asks Triton's driver for it
+    key = (index, driver.active.get_current_stream(index), what)
+    buffers = _STREAM_BUFFERS.get(key)
+    if buffers is None:
+        if len(_STREAM_BUFFERS) >= MAX_STREAM_BUFFERS:
+            _STREAM_BUFFERS.clear()
+        buffers = _STREAM_BUFFERS[key] = make()
+    return buffers
+
+
 def launch_plan(plan):
     """Memoize a launcher's ``plan(profile, *key)``: what a launch takes from the profile
     and the shapes alone (kernel, grid, constexprs, num_warps), computed once per profile

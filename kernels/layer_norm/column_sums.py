@@ -6,11 +6,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.driver import driver
 
 from .tiles import _column_block, _load_with, _tile_offsets, _to_acc
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import PlannedLaunch, launch_plan
+from ..fast_launch import PlannedLaunch, launch_plan, stream_buffers
 from ..row_align import aligned, row_align
 
 
@@ -107,38 +106,18 @@ def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype
         num_warps=profile.num_warps_for(block_p * block_n, dtype))
 
 
-#: (device index, stream, programs, columns, dtype, with dbias) -> the buffers of
-#: :func:`last_sum_buffers`
-_LAST_SUM_BUFFERS: dict = {}
-#: Buffer sets kept at most (each is at most launch.layer_norm_backward_last_sum_bytes
-#: twice, and a counter)
-MAX_LAST_SUM_BUFFERS = 64
-
-
 def last_sum_buffers(device: torch.device, programs: int, n_cols: int, dtype: torch.dtype,
                      with_bias: bool) -> tuple | None:
     """(counter, dweight partials, dbias partials or None) for a backward whose last
     program adds the partial rows (:func:`_sum_if_last`), or None while a CUDA graph is
     captured: a graph replays two launches faster than one whose last program adds the
-    rows alone (no host time to save there), and buffers kept past a capture could be
-    shared by graphs replayed side by side. The counter is zero and every launch leaves it
-    so, and launches on one stream run one after another: so a GPU stream's buffers are
-    kept and handed to its next call of the same shape, which then allocates nothing.
-    Fresh ones on devices without streams (CPU in the interpreter, meta tensors)."""
-    if device.type != "cuda":
-        return _new_last_sum_buffers(device, programs, n_cols, dtype, with_bias)
-    if torch.cuda.is_current_stream_capturing():
-        return None
-    # the stream a launch goes to, as kernels/fast_launch.py asks Triton's driver for it
-    key = (device.index, driver.active.get_current_stream(device.index), programs, n_cols,
-           dtype, with_bias)
-    buffers = _LAST_SUM_BUFFERS.get(key)
-    if buffers is None:
-        if len(_LAST_SUM_BUFFERS) >= MAX_LAST_SUM_BUFFERS:
-            _LAST_SUM_BUFFERS.clear()  # freed in stream order by torch's allocator
-        buffers = _LAST_SUM_BUFFERS[key] = _new_last_sum_buffers(device, programs, n_cols,
-                                                                 dtype, with_bias)
-    return buffers
+    rows alone (no host time to save there). The counter is zero and every launch leaves
+    it so, and the partial rows are overwritten: a GPU stream's buffers are kept and
+    handed to its next call of the same shape, which then allocates nothing
+    (:func:`~kernels.fast_launch.stream_buffers`)."""
+    return stream_buffers(device, ("layer_norm_backward", programs, n_cols, dtype, with_bias),
+                          lambda: _new_last_sum_buffers(device, programs, n_cols, dtype,
+                                                        with_bias))
 
 
 def _new_last_sum_buffers(device, programs, n_cols, dtype, with_bias) -> tuple:
