@@ -27,8 +27,11 @@ dtype a held row has in registers):
 The loss is float32 (float64 for float64 logits) whatever the logits' dtype; the gradient
 has the logits' dtype. For "sum" and "mean" the per-row losses are summed by one program
 in a fixed order (deterministic), and "mean" divides by the count of rows not ignored,
-counted by one program before the main kernel (every row's gradient needs it). Programs
-walk rows in a grid-stride loop capped at the profile's MAX_GRID_NUM, with int64 offsets.
+counted by one program before the main kernel (every row's gradient needs it). Where the
+profile takes it for few logits (``launch.cross_entropy_one_launch_elements``), the three
+are one launch: every program counts the labels itself, and the one that finishes last
+sums the losses in the same order. Programs walk rows in a grid-stride loop capped at the
+profile's MAX_GRID_NUM, with int64 offsets.
 """
 from __future__ import annotations
 
@@ -40,7 +43,8 @@ from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .fast_launch import PassedChecks, PlannedLaunch, Replays, launch, launch_plan, signature
+from .fast_launch import (PassedChecks, PlannedLaunch, Replays, launch, launch_plan, signature,
+                          stream_buffers)
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LABEL_DTYPES = (torch.int32, torch.int64)
@@ -67,13 +71,18 @@ def _ce_fused_kernel(
     LOSS,                       # pointer to the per-row losses [n_rows], float32 (float64)
     DX,                         # pointer to the gradient, like X
     N_VALID,                    # pointer to the count of rows not ignored (MEAN only)
+    OUT,                        # pointer to the reduced loss (LAST_SUM only)
+    ARRIVED,                    # pointer to an int32 counter, zero at launch (LAST_SUM only)
     n_rows,                     # rows (tokens)
     n_cols,                     # V (<= BLOCK_V)
     ignore_index,               # label of rows that count for nothing
     smoothing,                  # label smoothing eps
     BLOCK_M: tl.constexpr,      # rows per program and loop step
     BLOCK_V: tl.constexpr,      # next_power_of_2(V): a whole row in one block
-    MEAN: tl.constexpr,         # scale the gradient by 1 / N_VALID
+    MEAN: tl.constexpr,         # scale the gradient by 1 / (rows not ignored)
+    COUNT_LABELS: tl.constexpr, # each program counts those rows itself (else N_VALID)
+    LAST_SUM: tl.constexpr,     # the last program to finish sums the losses into OUT
+    SUM_BLOCK: tl.constexpr,    # labels and losses per step of the count and the sum
     SELECT_LOADS: tl.constexpr, # clamp masked-off lanes to valid addresses, select after
     ACC_DTYPE: tl.constexpr,    # float32, or float64 for float64 logits
     GRID_STRIDE: tl.constexpr,  # fewer programs than row blocks: each walks several
@@ -81,9 +90,11 @@ def _ce_fused_kernel(
     pid = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_V)
     col_mask = cols < n_cols
+    n_valid = _mean_count(LABELS, N_VALID, n_rows, ignore_index, MEAN, COUNT_LABELS,
+                          SUM_BLOCK, ACC_DTYPE)
     scale = 1.0
     if MEAN:
-        scale = 1.0 / tl.load(N_VALID).to(ACC_DTYPE)
+        scale = 1.0 / n_valid
     step, stop = block_range(pid, tl.cdiv(n_rows, BLOCK_M), GRID_STRIDE)
     for block in range(pid, stop, step):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -114,6 +125,8 @@ def _ce_fused_kernel(
         g = tl.where(valid[:, None], g * scale, NEG_INF - NEG_INF)
         g = tl.where(ignored[:, None], 0.0, g)
         tl.store(DX + offs, g.to(DX.dtype.element_ty), mask=mask)
+    if LAST_SUM:
+        _reduce_if_last(LOSS, OUT, ARRIVED, n_valid, n_rows, MEAN, SUM_BLOCK)
 
 
 @triton.jit
@@ -123,20 +136,27 @@ def _ce_tiled_kernel(
     LOSS,                       # pointer to the per-row losses [n_rows]
     DX,                         # pointer to the gradient, like X
     N_VALID,                    # pointer to the count of rows not ignored (MEAN only)
+    OUT,                        # pointer to the reduced loss (LAST_SUM only)
+    ARRIVED,                    # pointer to an int32 counter, zero at launch (LAST_SUM only)
     n_rows,
     n_cols,                     # V (any size)
     ignore_index,
     smoothing,
     BLOCK_V: tl.constexpr,      # columns per tile
     MEAN: tl.constexpr,
+    COUNT_LABELS: tl.constexpr,  # as in _ce_fused_kernel
+    LAST_SUM: tl.constexpr,
+    SUM_BLOCK: tl.constexpr,
     SELECT_LOADS: tl.constexpr,
     ACC_DTYPE: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,  # smoothing > 0: the row's sum of x is needed
 ):
     pid = tl.program_id(0).to(tl.int64)
+    n_valid = _mean_count(LABELS, N_VALID, n_rows, ignore_index, MEAN, COUNT_LABELS,
+                          SUM_BLOCK, ACC_DTYPE)
     scale = 1.0
     if MEAN:
-        scale = 1.0 / tl.load(N_VALID).to(ACC_DTYPE)
+        scale = 1.0 / n_valid
     for row in range(pid, n_rows, tl.num_programs(0)):
         base = X + row * n_cols
         y = tl.load(LABELS + row)
@@ -188,6 +208,60 @@ def _ce_tiled_kernel(
                 - tl.where(cols == y, 1.0 - smoothing, 0.0)
             g = tl.where(ignored, 0.0, g * k)  # ignored rows: 0 even where g is NaN
             tl.store(out + cols, g.to(DX.dtype.element_ty), mask=mask)
+    if LAST_SUM:
+        _reduce_if_last(LOSS, OUT, ARRIVED, n_valid, n_rows, MEAN, SUM_BLOCK)
+
+
+@triton.jit
+def _count_valid(LABELS, n_rows, ignore_index, BLOCK: tl.constexpr):
+    # a fixed order: the count is exact and the same on every run
+    acc = tl.zeros([BLOCK], tl.int64)
+    for start in range(0, n_rows, BLOCK):
+        rows = start + tl.arange(0, BLOCK)
+        y = tl.load(LABELS + rows, mask=rows < n_rows, other=ignore_index)
+        acc += (y != ignore_index).to(tl.int64)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _sum_losses(LOSS, OUT, n_valid, n_rows, BLOCK: tl.constexpr, MEAN: tl.constexpr,
+                CACHE: tl.constexpr):
+    # CACHE: the loads' cache modifier (".cg": from L2, for losses other programs just wrote)
+    acc = tl.zeros([BLOCK], OUT.dtype.element_ty)
+    for start in range(0, n_rows, BLOCK):
+        rows = start + tl.arange(0, BLOCK)
+        acc += tl.load(LOSS + rows, mask=rows < n_rows, other=0.0, cache_modifier=CACHE)
+    total = tl.sum(acc, axis=0)
+    if MEAN:
+        total = total / n_valid  # 0/0 = NaN when every row is ignored
+    tl.store(OUT, total)
+
+
+@triton.jit
+def _mean_count(LABELS, N_VALID, n_rows, ignore_index, MEAN: tl.constexpr,
+                COUNT_LABELS: tl.constexpr, COUNT_BLOCK: tl.constexpr, ACC_DTYPE: tl.constexpr):
+    """The rows not ignored, as ACC_DTYPE (1 where the reduction is not a mean): counted
+    by the program itself (COUNT_LABELS) or loaded from N_VALID."""
+    n_valid = tl.full([], 1, ACC_DTYPE)
+    if MEAN:
+        if COUNT_LABELS:
+            n_valid = _count_valid(LABELS, n_rows, ignore_index, COUNT_BLOCK).to(ACC_DTYPE)
+        else:
+            n_valid = tl.load(N_VALID).to(ACC_DTYPE)
+    return n_valid
+
+
+@triton.jit
+def _reduce_if_last(LOSS, OUT, ARRIVED, n_valid, n_rows, MEAN: tl.constexpr,
+                    SUM_BLOCK: tl.constexpr):
+    """Called by every program once it has stored its rows' losses: the program that
+    finishes last sums them as :func:`_sum_losses_kernel` does and leaves ARRIVED (int32,
+    zero at launch) zero again for the next launch."""
+    # every thread's stores before the release; the last program's acquire sees them all
+    tl.debug_barrier()
+    if tl.atomic_add(ARRIVED, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) - 1:
+        _sum_losses(LOSS, OUT, n_valid, n_rows, SUM_BLOCK, MEAN, ".cg")
+        tl.atomic_xchg(ARRIVED, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -198,13 +272,8 @@ def _count_valid_kernel(
     ignore_index,
     BLOCK: tl.constexpr,        # labels per loop step
 ):
-    # one program, a fixed order: the count is exact and the same on every run
-    acc = tl.zeros([BLOCK], tl.int64)
-    for start in range(0, n_rows, BLOCK):
-        rows = start + tl.arange(0, BLOCK)
-        y = tl.load(LABELS + rows, mask=rows < n_rows, other=ignore_index)
-        acc += (y != ignore_index).to(tl.int64)
-    tl.store(N_VALID, tl.sum(acc, axis=0).to(N_VALID.dtype.element_ty))
+    tl.store(N_VALID, _count_valid(LABELS, n_rows, ignore_index, BLOCK)
+             .to(N_VALID.dtype.element_ty))
 
 
 @triton.jit
@@ -216,14 +285,10 @@ def _sum_losses_kernel(
     BLOCK: tl.constexpr,        # losses per loop step
     MEAN: tl.constexpr,         # divide by N_VALID (0/0 = NaN when every row is ignored)
 ):
-    acc = tl.zeros([BLOCK], OUT.dtype.element_ty)
-    for start in range(0, n_rows, BLOCK):
-        rows = start + tl.arange(0, BLOCK)
-        acc += tl.load(LOSS + rows, mask=rows < n_rows, other=0.0)
-    total = tl.sum(acc, axis=0)
+    n_valid = 1.0
     if MEAN:
-        total = total / tl.load(N_VALID)
-    tl.store(OUT, total)
+        n_valid = tl.load(N_VALID)
+    _sum_losses(LOSS, OUT, n_valid, n_rows, BLOCK, MEAN, "")
 
 
 @triton.jit
@@ -326,41 +391,63 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
     dx = torch.empty_like(x)
     losses = torch.empty(labels.shape, dtype=loss_dtype, device=x.device)
     mean = reduction == "mean"
-    n_valid = torch.empty(1, dtype=loss_dtype, device=x.device)
     out = losses if reduction == "none" else torch.empty((), dtype=loss_dtype, device=x.device)
     if n_rows == 0:  # no launch; torch: the sum of nothing is 0, its mean 0/0
         if reduction != "none":
             out.fill_(float("nan") if mean else 0.0)
         return out, dx
+    # few rows, reduced: one launch, whose last program sums the losses (see _plan)
+    arrived = None
+    if reduction != "none" and profile.cross_entropy_one_launch(n_rows, n_cols):
+        arrived = stream_buffers(x.device, ("cross_entropy",),
+                                 lambda: torch.zeros(1, dtype=torch.int32, device=x.device))
+    n_valid = (torch.empty(1, dtype=loss_dtype, device=x.device)
+               if mean and arrived is None else None)
     # (out is losses where nothing is reduced: a tensor is named once, see Replays)
-    tensors = (x, y, losses, dx, n_valid, None if out is losses else out)
-    key = (reduction, tiled, int(ignore_index), float(label_smoothing),
+    tensors = (x, y, losses, dx, n_valid, None if out is losses else out, arrived)
+    key = (reduction, tiled, int(ignore_index), float(label_smoothing), arrived is None,
            *[(t.shape, t.stride(), t.dtype, t.device) for t in (x, y)])
     if _REPLAYS.replay(profile, key, tensors):
         return out, dx
-    count, loss, total = _plan(profile, n_rows, n_cols, logits.dtype, tiled,
-                               float(label_smoothing) > 0, mean)
+    count, loss, total, one = _plan(profile, n_rows, n_cols, logits.dtype, tiled,
+                                    float(label_smoothing) > 0, mean)
     with _REPLAYS.record(profile, key, tensors):
-        if mean:
-            count(y, n_valid, n_rows, int(ignore_index))
-        loss(x, y, losses, dx, n_valid, n_rows, n_cols, int(ignore_index),
-             float(label_smoothing))
-        if reduction != "none":
-            total(losses, n_valid, out, n_rows)
+        if arrived is not None:  # unused pointers get a valid tensor
+            one(x, y, losses, dx, losses, out, arrived, n_rows, n_cols, int(ignore_index),
+                float(label_smoothing))
+        else:
+            if mean:
+                count(y, n_valid, n_rows, int(ignore_index))
+            loss(x, y, losses, dx, losses if n_valid is None else n_valid, out, losses,
+                 n_rows, n_cols, int(ignore_index), float(label_smoothing))
+            if reduction != "none":
+                total(losses, losses if n_valid is None else n_valid, out, n_rows)
     return out, dx
 
 
 @launch_plan
 def _plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled: bool,
-          smoothing: bool, mean: bool) -> tuple[PlannedLaunch, PlannedLaunch, PlannedLaunch]:
+          smoothing: bool, mean: bool) -> tuple:
     """The launches of a call: the one-program count of valid labels, the loss kernel over
-    logits of ``dtype``, and the one-program sum of the losses."""
+    logits of ``dtype``, the one-program sum of the losses, and the loss kernel doing all
+    three in one launch: each program counts the labels (``mean``), and the one that
+    finishes last adds the losses in the sum's order, on a counter kept per stream
+    (:func:`~kernels.fast_launch.stream_buffers`). The one launch is for few rows
+    (``launch.cross_entropy_one_launch_elements``): each program reads every label, and
+    such a call is bound by the host, which spends 7-15 us a launch; while a CUDA graph is
+    captured the three launches are taken (a graph replays them at no host cost). The sum
+    kernel runs the loss kernel's warps, so that its reduction is the last program's, to
+    the bit: a graph and an eager call give the same loss."""
     loss, grid, meta = _loss_launch(profile, n_rows, n_cols, dtype, tiled, smoothing)
     small = profile.elementwise_block(torch.float32)
-    single = dict(BLOCK=small, num_warps=profile.num_warps_for(small))
-    return (PlannedLaunch(_count_valid_kernel, (1,), **single),
-            PlannedLaunch(loss, grid, MEAN=mean, **meta),
-            PlannedLaunch(_sum_losses_kernel, (1,), MEAN=mean, **single))
+    return (PlannedLaunch(_count_valid_kernel, (1,), BLOCK=small,
+                          num_warps=profile.num_warps_for(small)),
+            PlannedLaunch(loss, grid, MEAN=mean, COUNT_LABELS=False, LAST_SUM=False,
+                          SUM_BLOCK=small, **meta),
+            PlannedLaunch(_sum_losses_kernel, (1,), MEAN=mean, BLOCK=small,
+                          num_warps=meta["num_warps"]),
+            PlannedLaunch(loss, grid, MEAN=mean, COUNT_LABELS=mean, LAST_SUM=True,
+                          SUM_BLOCK=small, **meta))
 
 
 def _loss_launch(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled: bool,

@@ -470,6 +470,56 @@ def test_the_partial_backward_sums_in_its_last_program_within_the_profile_bytes(
                                                rtol=1e-5, atol=1e-5)
 
 
+def test_a_reduced_cross_entropy_is_one_launch_within_the_profile_bound(monkeypatch):
+    """With ``launch.cross_entropy_one_launch_elements``, a mean or sum over that many
+    logits or fewer (and rows within one count step) is one launch of the loss kernel: each program counts the labels not ignored
+    and the last to finish sums the losses. Its loss and gradient are the same bits as
+    the three launches' (count, loss kernel, sum; two for a sum), fused and tiled, with
+    ignored rows, label smoothing, float64 and every row ignored; more rows, "none" and
+    profiles without the field keep the separate launches. New buffers start as NaN: a
+    sum that read a loss before it was written shows."""
+    from kernels.cross_entropy import cross_entropy, cross_entropy_tiled
+    empty = torch.empty
+
+    def poisoned(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", poisoned)
+    base = SM90.derive(**{"limits.compute_units": 4})  # several programs a launch
+    one = base.derive(**{"launch.cross_entropy_one_launch_elements": 10000})
+    g = torch.Generator().manual_seed(23)
+    with interpreted():
+        for rows, n, dtype, reduction, smoothing, fn, ignored in (
+                (40, 50, torch.float32, "mean", 0.0, cross_entropy, 9),
+                (40, 50, torch.bfloat16, "sum", 0.1, cross_entropy, 3),
+                (33, 300, torch.float32, "mean", 0.05, cross_entropy_tiled, 5),
+                (7, 20, torch.float64, "mean", 0.0, cross_entropy, 7),
+                (400, 30, torch.float32, "mean", 0.0, cross_entropy, 0),
+                (2000, 3, torch.float32, "mean", 0.0, cross_entropy, 9),  # rows > a count step
+                (40, 50, torch.float32, "none", 0.0, cross_entropy, 2)):
+            logits = (torch.randn(rows, n, generator=g) * 3).to(dtype)
+            labels = torch.randint(0, n, (rows,), generator=g)
+            labels[torch.randperm(rows, generator=g)[:ignored]] = -100
+            outs, names = [], []
+            for profile in (base, one):
+                with record_launches() as log:
+                    outs.append(fn(logits, labels, reduction=reduction,
+                                   label_smoothing=smoothing, profile=profile))
+                names.append([launch.name for launch in log])
+            one_launch = (reduction != "none" and rows * n <= 10000
+                          and rows <= base.elementwise_block(torch.float32))
+            assert len(names[1]) == (1 if one_launch else len(names[0]))
+            assert len(names[0]) == {"mean": 3, "sum": 2, "none": 1}[reduction]
+            for got, want in zip(outs[1], outs[0]):
+                assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0)), (rows, n, dtype)
+                assert torch.equal(got.isnan(), want.isnan())
+            want = torch.nn.functional.cross_entropy(logits.double(), labels,
+                                                     reduction=reduction,
+                                                     label_smoothing=smoothing)
+            torch.testing.assert_close(outs[1][0].double(), want, rtol=1e-5, atol=1e-5,
+                                       equal_nan=True)
+
+
 def test_the_layer_norm_tiled_forward_third_sum_changes_no_value():
     """The tiled forward's third per-tile sum (of x', THIRD_SUM: float64 only) is a speed
     choice: with or without it, y, mean and rstd are the same bits, rows with inf, NaN and

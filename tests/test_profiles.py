@@ -497,6 +497,23 @@ def test_norms_take_their_own_warps_table_and_weight_first_bounds_where_the_prof
         sm90.derive(**{"launch.rms_norm_num_warps_by_block": [[4096, 64]]})
 
 
+def test_cross_entropy_is_one_launch_within_the_profile_elements_and_one_count_step():
+    """``launch.cross_entropy_one_launch_elements`` bounds the logits of a one-launch
+    cross-entropy, whose rows must also fit one count step (``elementwise_block`` of
+    float32); absent, never. A bound that is not a positive int names the field."""
+    profiles = load_profiles()
+    h200, sm90 = profiles["nvidia-sm90-h200"], profiles["nvidia-sm90"]
+    step = h200.elementwise_block(torch.float32)
+    limit = h200.data["launch"]["cross_entropy_one_launch_elements"]
+    assert h200.cross_entropy_one_launch(8, limit // 8)
+    assert not h200.cross_entropy_one_launch(8, limit // 8 + 1)
+    assert h200.cross_entropy_one_launch(step, 2)
+    assert not h200.cross_entropy_one_launch(step + 1, 2)
+    assert not sm90.cross_entropy_one_launch(1, 1)
+    with pytest.raises(ProfileError, match="cross_entropy_one_launch_elements"):
+        sm90.derive(**{"launch.cross_entropy_one_launch_elements": 0})
+
+
 def test_attention_backward_single_launch_is_a_flag_off_where_absent():
     """``launch.attention_backward_single_launch`` is off unless a profile sets it (the
     H200's, where it was measured); a value that is not true or false names the field."""

@@ -60,6 +60,9 @@ PLAUSIBLE: dict[str, Range] = {
                                                       "launch.rms_norm_weight_first_max_block"),
     "launch.layer_norm_weight_first_max_block_32bit": Range(
         1, 1 << 20, "as launch.rms_norm_weight_first_max_block"),
+    "launch.cross_entropy_one_launch_elements": Range(1, 1 << 40, "logits of a call: the "
+                                                      "size where the host stops being "
+                                                      "the limit"),
     "launch.matmul_pointer_max_work": Range(1, 2**63 - 1, "M*N*K of a product: 512^3 "
                                             "on the Hopper profiles"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),

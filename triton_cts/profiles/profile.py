@@ -189,6 +189,19 @@ class Profile:
         return (limit is not None and programs * n_cols * acc.itemsize <= limit
                 and self.supports_atomic("add", torch.int32))
 
+    def cross_entropy_one_launch(self, n_rows: int, n_cols: int) -> bool:
+        """Whether a cross-entropy of ``n_rows`` rows of ``n_cols`` logits reduced to a sum
+        or mean is one launch: every program counts the labels not ignored itself (in one
+        step of ``elementwise_block(float32)`` labels, so no more rows than that) and the
+        program that finishes last sums the losses. Up to
+        ``launch.cross_entropy_one_launch_elements`` logits, and where the target has an
+        int32 atomic_add to count the programs that are done; else a count, the loss
+        kernel and a sum (three launches for a mean, two for a sum)."""
+        limit = self.data["launch"].get("cross_entropy_one_launch_elements")
+        return (limit is not None and n_rows * n_cols <= limit
+                and n_rows <= self.elementwise_block(torch.float32)
+                and self.supports_atomic("add", torch.int32))
+
     def elementwise_block(self, dtype: torch.dtype, n: int | None = None) -> int:
         """Elements per program for an elementwise kernel over ``n`` elements."""
         block = max(1, self.data["launch"]["elementwise_block_bytes"] // dtype.itemsize)

@@ -271,6 +271,10 @@ SCHEMA: dict[str, Any] = {
         "layer_norm_weight_first_max_block_32bit": _optional_count(
             "as layer_norm_weight_first_max_block, on 32-bit data (64-bit data keep the "
             "weight after)"),
+        "cross_entropy_one_launch_elements": _optional_count(
+            "logits (rows x classes) up to which a cross-entropy reduced to a sum or mean is "
+            "one launch: every program counts the labels not ignored and the last to finish "
+            "sums the losses; a count, the loss kernel and a sum where absent"),
         "attention_backward_single_launch": _optional_flag(
             "whether attention's backward launches its dk/dv and dq tiles in one launch where "
             "all of them fit one program per compute unit (limits.compute_units); two "
