@@ -18,7 +18,9 @@ losses for "none"), computed in the forward, as our cross_entropy launcher does 
 logits. "mean" divides by the rows not ignored in the WHOLE batch, counted first: each
 chunk's cross-entropy runs with the unscaled ("sum") gradient, and the loss and the
 gradients are divided by the count once at the end (a per-chunk mean would weight the
-chunks' rows unequally).
+chunks' rows unequally). Where all the tokens are one chunk, the cross-entropy takes the
+reduction itself and its gradient comes scaled (float16 means excepted: see
+:func:`fused_linear_cross_entropy`), so nothing follows the products.
 
 Chunk size: rows whose logits and the gradient written beside them (2 x rows x V in the
 input dtype) take about as many bytes as x does (Liger's rule: the transient memory of
@@ -145,14 +147,22 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
     y = labels.contiguous()
     weight_t = weight.t()  # [H, V], a strided view: matmul takes strides
     ones = torch.ones((1, rows), dtype=x.dtype, device=device) if bias is not None else None
+    if 0 < n_rows <= rows and (reduction != "mean" or x.dtype != torch.float16):
+        # one chunk: the cross-entropy reduces the loss and scales the gradient itself
+        # (one launch where the profile takes it), and the products are the whole
+        # gradients, in x's dtype: no torch operation follows (a dozen launches a call at
+        # a few tokens). float16's mean keeps the float32 scaling below: a probability
+        # of 1/V over the count rounds to 0 in float16 (1/128256 over 8192 rows: 1e-9)
+        out = _chunk(x, weight, weight_t, bias, y, ones, ignore_index, label_smoothing,
+                     profile, reduction)
+        return out if bias is not None else out[:3]
     if 0 < n_rows <= rows:
-        # one chunk: its gradients are the whole ones, in x's dtype (what each chunk's
-        # product rounds to before the float32 sums below, which add nothing to one)
+        # one chunk of a float16 mean: its gradients are the whole ones, in x's dtype
+        # (what each chunk's product rounds to before the float32 sums below)
         losses, grad_x, grad_w, grad_b = _chunk(x, weight, weight_t, bias, y, ones,
                                                 ignore_index, label_smoothing, profile)
-        if reduction == "mean":  # scaled in float32 below, as the sums of chunks are
-            grad_w = grad_w.float()
-            grad_b = grad_b.float() if grad_b is not None else None
+        grad_w = grad_w.float()  # scaled in float32 below, as the sums of chunks are
+        grad_b = grad_b.float() if grad_b is not None else None
     else:
         losses = torch.empty(n_rows, dtype=torch.float32, device=device)
         grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -194,16 +204,16 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
 
 
 def _chunk(x_c, weight, weight_t, bias, y_c, ones, ignore_index, label_smoothing,
-           profile: Profile) -> tuple:
-    """A chunk's (per-row losses, grad_x, grad_weight, grad_bias or None), the gradients
-    unscaled and in x's dtype."""
+           profile: Profile, reduction: str = "none") -> tuple:
+    """A chunk's (loss, grad_x, grad_weight, grad_bias or None) in x's dtype, the loss and
+    the gradients as the cross-entropy's ``reduction`` gives them: per-row losses and
+    unscaled gradients for "none" (k = 1, "sum"'s), what a chunk of several takes, since
+    the batch-wide count scales them at the end."""
     logits = matmul(x_c, weight_t, profile=profile, input_precision="ieee")
     if bias is not None:
         logits += bias  # in place: no second [chunk, V] buffer
-    # "none": per-row losses and the unscaled gradient (k = 1, "sum"'s), whatever the
-    # reduction asked: the batch-wide count scales them at the end
     losses, dlogits = cross_entropy(logits, y_c, ignore_index=ignore_index,
-                                    label_smoothing=label_smoothing, reduction="none",
+                                    label_smoothing=label_smoothing, reduction=reduction,
                                     profile=profile)
     del logits
     grad_x = matmul(dlogits, weight, profile=profile, input_precision="ieee")
