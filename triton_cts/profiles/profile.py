@@ -14,7 +14,8 @@ from typing import Any, Iterable, Mapping
 import torch
 
 from triton_cts import PROFILE_DIR
-from triton_cts.profiles.schema import SCHEMA, ProfileError, validate
+from triton_cts.profiles.schema import SCHEMA, ProfileError
+from triton_cts.profiles.validation import validate
 
 
 class EmptyProfileDirWarning(UserWarning):
