@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .grid_stride import block_range, launch_grid
+from .grid_stride import block_range, last_to_finish, launch_grid, rearm
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -257,11 +257,9 @@ def _reduce_if_last(LOSS, OUT, ARRIVED, n_valid, n_rows, MEAN: tl.constexpr,
     """Called by every program once it has stored its rows' losses: the program that
     finishes last sums them as :func:`_sum_losses_kernel` does and leaves ARRIVED (int32,
     zero at launch) zero again for the next launch."""
-    # every thread's stores before the release; the last program's acquire sees them all
-    tl.debug_barrier()
-    if tl.atomic_add(ARRIVED, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) - 1:
+    if last_to_finish(ARRIVED):
         _sum_losses(LOSS, OUT, n_valid, n_rows, SUM_BLOCK, MEAN, ".cg")
-        tl.atomic_xchg(ARRIVED, 0, sem="relaxed", scope="gpu")
+        rearm(ARRIVED)
 
 
 @triton.jit

@@ -1,4 +1,5 @@
-"""The loop every capped-grid kernel runs over its blocks of work, and its launch grid."""
+"""The loop every capped-grid kernel runs over its blocks of work, its launch grid, and
+how a launch's last program to finish is told apart (a reduction it finishes alone)."""
 import torch
 import triton
 import triton.language as tl
@@ -19,6 +20,23 @@ def block_range(pid, num_blocks, GRID_STRIDE: tl.constexpr):
         return tl.num_programs(0), num_blocks
     else:
         return 1, pid + 1
+
+
+@triton.jit
+def last_to_finish(ARRIVED):
+    """Called by every program of a launch once its stores are done: whether it is the last
+    to arrive at ARRIVED (an int32 counter, zero at launch), and then sees every other
+    program's stores (its acquire pairs with their release). The last program must call
+    :func:`rearm` when it is done, so that the next launch finds the counter at zero."""
+    # every thread's stores before the release
+    tl.debug_barrier()
+    return tl.atomic_add(ARRIVED, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) - 1
+
+
+@triton.jit
+def rearm(ARRIVED):
+    """The last program's counter back to zero for the next launch (:func:`last_to_finish`)."""
+    tl.atomic_xchg(ARRIVED, 0, sem="relaxed", scope="gpu")
 
 
 def launch_grid(profile: Profile, blocks: int) -> tuple[tuple[int], bool]:

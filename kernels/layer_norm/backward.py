@@ -39,9 +39,10 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .tiles import (BACKWARD_WARPS, COMPENSATE_ROWS, DEFAULT_ROWS_PER_PROGRAM, _acc_dtype,
-                    _add_block_column_sums, _backward_flags, _backward_row_tile,
-                    _backward_tile, _dropout_scale, _grads, _load,
+from .tiles import (BACKWARD_WARPS, CALLER_OPERANDS, COMPENSATE_ROWS,
+                    DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_block_column_sums,
+                    _backward_flags, _backward_row_tile, _backward_tile, _dropout_scale,
+                    _grads, _load,
                     _load_row_constants, _load_x_dy, _prepare_backward, _row_block,
                     _row_offsets, _row_operands, _store_input_grads, _tile_offsets, _to_acc,
                     _x_dy_step)
@@ -315,10 +316,10 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
         db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if has_bias else None
         arrived = None
     # the checks' entry stands for the profile, the options and the shapes (see Replays);
-    # the caller's tensors come first (_Backward's first 8): the rest are allocated here
+    # the caller's tensors come first: the rest are allocated here
     tensors = (*p[:12], dw, db, arrived)
     key = (arrived is not None,)
-    if _REPLAYS.replay(p.checked, key, tensors, callers=8):
+    if _REPLAYS.replay(p.checked, key, tensors, callers=CALLER_OPERANDS):
         return _grads(p)
     with _REPLAYS.record(p.checked, key, tensors):
         if arrived is not None:

@@ -10,6 +10,7 @@ import triton.language as tl
 from .tiles import _column_block, _load_with, _tile_offsets, _to_acc
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PlannedLaunch, launch_plan, stream_buffers
+from ..grid_stride import last_to_finish, rearm
 from ..row_align import aligned, row_align
 
 
@@ -38,16 +39,14 @@ def _sum_if_last(PARTIAL, OUT, PARTIAL_2, OUT_2, ARRIVED, N, HAS_SECOND: tl.cons
     """Called by every program of a launch once it has stored its row of PARTIAL (and
     PARTIAL_2): the program that finishes last adds the rows as :func:`_sum_rows_kernel`
     does, and leaves ARRIVED (int32, zero at launch) zero again for the next launch."""
-    # every thread's stores before the release; the last program's acquire sees them all
-    tl.debug_barrier()
     n_partials = tl.num_programs(0)
-    if tl.atomic_add(ARRIVED, 1, sem="acq_rel", scope="gpu") == n_partials - 1:
+    if last_to_finish(ARRIVED):
         _sum_columns(PARTIAL, OUT, 0, 1, n_partials, N, BLOCK_P, BLOCK_N, SELECT_LOADS,
                      COMPUTE_FP64, ".cg")
         if HAS_SECOND:
             _sum_columns(PARTIAL_2, OUT_2, 0, 1, n_partials, N, BLOCK_P, BLOCK_N, SELECT_LOADS,
                          COMPUTE_FP64, ".cg")
-        tl.atomic_xchg(ARRIVED, 0, sem="relaxed", scope="gpu")
+        rearm(ARRIVED)
 
 
 @triton.jit

@@ -476,6 +476,11 @@ class _Backward(NamedTuple):
     checked: _Checked      # what the checks remembered for these inputs (a replay's owner)
 
 
+#: The leading fields of :class:`_Backward` that hold the caller's tensors (the rest are
+#: allocated by the launcher): what a replay tests for alignment
+CALLER_OPERANDS = _Backward._fields.index("dx")
+
+
 #: The backward's inputs that passed :func:`_check_backward` on a GPU, with what depends on
 #: their shapes alone: a call with the same signature skips the checks.
 _BACKWARD_CHECKS = PassedChecks()
