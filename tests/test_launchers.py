@@ -765,7 +765,7 @@ def test_small_products_take_the_pointer_kernel_and_the_tma_variant_does_not():
 @pytest.mark.parametrize("shape, max_grid", [((37, 53), 65535), ((64, 64), 2), ((1, 5), 1),
                                              ((130, 3), 65535)])
 def test_contiguous_copies_any_view(shape, max_grid):
-    """matmul's K-major copy (kernels/matmul.py::_contiguous): transposed, sliced and
+    """matmul's K-major copy (kernels/matmul::_contiguous): transposed, sliced and
     already-contiguous views, with a grid capped below the tiles (grid-stride)."""
     from kernels.matmul import _contiguous
     profile = SM90.derive(**{"launch.max_grid_num": max_grid,

@@ -23,7 +23,7 @@ of tile where all of them fit one program per compute unit.
 Head dims that are not a power of two are padded to the next (at least 16, the smallest
 ``tl.dot``) with masks; lengths need not be multiples of the blocks. On select-load profiles
 (SIMD NPUs) out-of-range rows and columns read the last valid one and are zeroed with a
-select, as in kernels/matmul.py. The grid is 1-D over (batch x heads x blocks), capped at
+select, as in kernels/matmul/kernels.py. The grid is 1-D over (batch x heads x blocks), capped at
 MAX_GRID_NUM with a grid-stride loop beyond it, so no axis limit is reached whatever B * H
 is. Tiles, num_warps and num_stages come from the profile's ``autotune.attention`` (BLOCK_M
 x BLOCK_N) and ``autotune.attention_backward`` (BLOCK_M1 x BLOCK_N1 for dk/dv, BLOCK_M2 x

@@ -24,7 +24,7 @@ ATOMIC_OPS = ("add", "max", "min", "cas", "xchg")
 ATTENTION_TILES = {"attention": ("BLOCK_M", "BLOCK_N"),
                    "attention_backward": ("BLOCK_M1", "BLOCK_N1", "BLOCK_M2", "BLOCK_N2")}
 #: Config keys an autotune table may give only some values of (the kernel takes no
-#: other): ``autotune.matmul_tma``'s C tile split and loop flattening (kernels/matmul.py).
+#: other): ``autotune.matmul_tma``'s C tile split and loop flattening (kernels/matmul/kernels.py).
 CONFIG_CHOICES = {"matmul_tma": {"C_SPLIT": (1, 2), "FLATTEN": (0, 1)}}
 #: Math functions a ``[math_ulp]`` table may bound (triton_cts/ops/language/math.py).
 MATH_FUNCTIONS = ("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos",
