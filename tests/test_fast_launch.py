@@ -363,7 +363,7 @@ def test_matmul_launches_the_autotuners_pick_directly(dtype, b_layout, monkeypat
     # same layout (Replays); tensor-descriptor launches are not
     from kernels import matmul as module
     replays = len([v for v in module._REPLAYS._table.values() if type(v[1]) is tuple])
-    assert replays == (not module._takes_tma(a, b, profile, False))
+    assert replays == (module._tma_layout(a, b, again, profile, False, False) is None)
     a2, b2 = a * 0.5, (b.t() * 2).t() if b_layout == "transposed" else b * 2
     torch.testing.assert_close(matmul(a2, b2, profile=profile), again, rtol=0, atol=0)
     assert runs == []

@@ -707,9 +707,10 @@ def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
 
 def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allow():
     """The persistent tensor-descriptor kernel runs 16-bit products on a profile with
-    ``autotune.matmul_tma`` when every matrix is one a descriptor takes (unit column
-    stride, 16-byte rows); a transposed view, rows of 24 bytes, IEEE float32 and a profile
-    without the table take the pointer kernel. tf32 on a profile whose tf32 dots read
+    ``autotune.matmul_tma`` when A and B are ones a descriptor takes as they are or
+    transposed (unit stride along one axis, 16-byte rows: an M-major A and a K-major B
+    are read transposed); rows of 24 bytes, IEEE float32 and a profile without the table
+    take the pointer kernel. tf32 on a profile whose tf32 dots read
     K-major operands (``dtypes.tf32_k_major``) copies a row-major B (and a column-major A)
     K-major first and takes descriptors where its rows allow. Each answer is right."""
     from kernels.matmul import matmul
@@ -721,7 +722,10 @@ def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allo
     torch.manual_seed(0)
     a16, b16 = torch.randn(40, 48, dtype=torch.float16), torch.randn(48, 64, dtype=torch.float16)
     cases = [(a16, b16, small, "_matmul_tma_kernel"),
-             (a16, torch.randn(64, 48, dtype=torch.float16).t(), small, "_matmul_kernel"),
+             (a16, torch.randn(64, 48, dtype=torch.float16).t(), small, "_matmul_tma_kernel"),
+             (a16.t().contiguous().t(), b16.t().contiguous().t(), small, "_matmul_tma_kernel"),
+             (torch.randn(48, 44, dtype=torch.float16)[:, :40].t(), b16, small,
+              "_matmul_kernel"),  # M-major, rows of 88 bytes
              (a16, b16[:, :12], small, "_matmul_kernel"),
              (a16.float(), b16.float(), small, "_matmul_kernel"),
              (a16, b16, gfx942, "_matmul_kernel")]

@@ -59,37 +59,50 @@ from ..grid_stride import launch_grid
 from .kernels import _contiguous_kernel
 from .tuning import FMA_ACCUMULATOR_SHARE, TMA_DTYPES, _autotuner, _tiles  # noqa: F401
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
-                                               check_inputs)
+                                               WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _takes_tma(a: torch.Tensor, b: torch.Tensor, profile: Profile, fp32_tf32: bool,
-               any_size: bool = False) -> bool:
-    """Whether the tensor-descriptor kernel runs this product: the profile has its configs
+def _tma_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile,
+               fp32_tf32: bool, accumulate: bool, any_size: bool = False) -> tuple | None:
+    """(A_M_MAJOR, B_K_MAJOR, C_STAGED) where the tensor-descriptor kernel runs this
+    product, else None. It runs where the profile has its configs
     (``autotune.matmul_tma``: the target has tensor descriptors and they were measured
     faster), the product is larger than ``launch.matmul_pointer_max_work`` (M*N*K; unless
-    ``any_size``), and every matrix is what a descriptor takes (unit stride along its
-    rows, 16-byte aligned base and row stride): 16-bit A, B and C row-major (C is allocated
-    contiguous), or float32 as tf32 on a target whose tf32 dots read K-major operands,
-    A row-major and B K-major (C is then stored through pointers)."""
+    ``any_size``), and A and B are what a descriptor takes (unit stride along its rows,
+    16-byte aligned base and row stride) as they are or transposed: 16-bit A row-major or
+    M-major and B row-major or K-major, or float32 as tf32 on a target whose tf32 dots
+    read K-major operands, A row-major and B K-major. A 16-bit C of the inputs' dtype is
+    staged and stored through its descriptor (a C a descriptor does not take leaves the
+    product to the pointer kernel); a float32 C, or one the product is added into, is
+    stored through pointers."""
     if not profile.has_autotune_configs("matmul_tma"):
-        return False
+        return None
     if not any_size and a.shape[0] * a.shape[1] * b.shape[1] <= profile.matmul_pointer_max_work:
-        return False
+        return None
     elem = a.element_size()
 
     def described(t):
-        return t.stride(1) == 1 and t.stride(0) * elem % 16 == 0 and t.data_ptr() % 16 == 0
+        return (t.stride(1) == 1 and t.stride(0) * t.element_size() % 16 == 0
+                and t.data_ptr() % 16 == 0)
     if a.dtype in TMA_DTYPES:
-        return b.shape[1] * elem % 16 == 0 and described(a) and described(b)
-    return fp32_tf32 and profile.tf32_k_major and described(a) and described(b.t())
+        a_m_major, b_k_major = not described(a), not described(b)
+        if (a_m_major and not described(a.t())) or (b_k_major and not described(b.t())):
+            return None
+        staged = c.dtype == a.dtype and not accumulate
+        if staged and not (b.shape[1] * elem % 16 == 0 and described(c)):
+            return None
+        return a_m_major, b_k_major, staged
+    if fp32_tf32 and profile.tf32_k_major and described(a) and described(b.t()):
+        return False, True, False
+    return None
 
 
 def _descriptor(t: torch.Tensor):
     """A host tensor descriptor of the 2-D ``t``, with placeholder tiles (each config's
-    pre-hook sets its own), made without the constructor's checks: :func:`_takes_tma`
+    pre-hook sets its own), made without the constructor's checks: :func:`_tma_layout`
     made them (unit last stride, 16-byte aligned base and rows) and the sizes are
     positive; they cost more than the rest of a small product's launch."""
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -106,20 +119,21 @@ def _field_defaults(cls) -> dict:
             if f.default is not dataclasses.MISSING}
 
 
-def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Profile) -> None:
+def _matmul_tma(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, layout: tuple,
+                accumulate: bool, precision: str, profile: Profile) -> None:
     M, K = a.shape
     N = b.shape[1]
-    k_major = a.dtype == torch.float32  # tf32, B K-major (_takes_tma)
-    a_desc = _descriptor(a)
-    b_desc = _descriptor(b.t() if k_major else b)
-    c_out = c if k_major else _descriptor(c)
+    a_m_major, b_k_major, staged = layout  # from _tma_layout
+    a_desc = _descriptor(a.t() if a_m_major else a)
+    b_desc = _descriptor(b.t() if b_k_major else b)
+    c_out = _descriptor(c) if staged else c
     programs = min(profile.compute_units, profile.max_grid_num)
     grid = lambda META: (min(programs, _tiles(META)),)  # noqa: E731
     buckets = (next_power_of_2(M), next_power_of_2(N), next_power_of_2(K))
-    # B_K_MAJOR and C_STAGED positional: the configs' pre-hook and pruning read them
-    tuned_launch(_autotuner(profile, tma=True), grid,
-                 (a_desc, b_desc, c_out, M, N, K, *buckets, k_major, not k_major),
-                 {"NUM_PROGRAMS": programs}, (*buckets, k_major))
+    # the layouts positional: the configs' pre-hook and pruning read them
+    tuned_launch(_autotuner(profile, tma=True, accumulate=accumulate), grid,
+                 (a_desc, b_desc, c_out, M, N, K, *buckets, *layout, accumulate, precision),
+                 {"NUM_PROGRAMS": programs}, (*buckets, *layout, precision, c.dtype))
 
 
 def _contiguous(x: torch.Tensor, profile: Profile, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -162,15 +176,20 @@ def _check(a: torch.Tensor, b: torch.Tensor, input_precision, profile: Profile) 
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
-           input_precision: str | None = None) -> torch.Tensor:
+           input_precision: str | None = None, out: torch.Tensor | None = None,
+           accumulate: bool = False) -> torch.Tensor:
     """``a @ b`` for 2-D ``a`` (M x K) and ``b`` (K x N) of one dtype; returns M x N.
     ``input_precision`` of float32 dots: "tf32" or "ieee"; None: tf32 where the profile's
-    tensor cores run it (``dtypes.tf32``), else ieee."""
-    return _matmul(a, b, profile, input_precision, any_size=False)
+    tensor cores run it (``dtypes.tf32``), else ieee. ``out``: the M x N tensor the
+    product is written into and returned (contiguous, of a's dtype or float32, on a's
+    device, sharing no memory with a or b); with ``accumulate``, ``out += a @ b``, the
+    sum taken in float32 (what a sum of products over chunks of K takes)."""
+    return _matmul(a, b, profile, input_precision, False, out, accumulate)
 
 
 def matmul_tma(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
-               input_precision: str | None = None) -> torch.Tensor:
+               input_precision: str | None = None, out: torch.Tensor | None = None,
+               accumulate: bool = False) -> torch.Tensor:
     """:func:`matmul` with the tensor-descriptor kernel at every size where the matrices
     allow it, small products included (:func:`matmul` runs those up to
     ``launch.matmul_pointer_max_work`` on the pointer kernel, whose launch costs less): the
@@ -180,16 +199,52 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
         raise UnsupportedDtypeError(f"matmul_tma: profile '{profile.name}' has no "
                                     f"tensor-descriptor matmul ([[autotune.matmul_tma]] in "
                                     f"{profile.source})")
-    return _matmul(a, b, profile, input_precision, any_size=True)
+    return _matmul(a, b, profile, input_precision, True, out, accumulate)
+
+
+def _check_out(a, b, out, accumulate: bool) -> None:
+    """What ``out`` and ``accumulate`` must be (checked on every call: a view's layout and
+    memory are not in the inputs' signature)."""
+    if out is None:
+        if accumulate:
+            raise ValueError("matmul: accumulate=True adds the product into out: pass out")
+        return
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"matmul: out must be a tensor, got {type(out).__name__}")
+    if out.dtype not in (a.dtype, torch.float32):
+        raise UnsupportedDtypeError(f"matmul: out must be {a.dtype} (a's dtype) or "
+                                    f"torch.float32, got {out.dtype}")
+    if out.shape != (a.shape[0], b.shape[1]):
+        raise ShapeMismatchError(f"matmul: out must be M x N = {(a.shape[0], b.shape[1])}, "
+                                 f"got {tuple(out.shape)}")
+    if out.device != a.device:
+        raise WrongDeviceError(f"matmul: out on {out.device}, a on {a.device}")
+    if not out.is_contiguous():
+        raise ValueError(f"matmul: out must be contiguous, got strides {out.stride()}")
+    for name, t in (("a", a), ("b", b)):
+        if out.numel() and t.numel() and _overlap(out, t):
+            raise ValueError(f"matmul: out shares memory with {name}")
+
+
+def _overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the bytes ``x`` and ``y`` span overlap (views of one storage included)."""
+    def span(t):
+        first = t.data_ptr()
+        return first, first + t.element_size() * (1 + sum((n - 1) * abs(st) for n, st in
+                                                          zip(t.shape, t.stride())))
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
-            any_size: bool) -> torch.Tensor:
+            any_size: bool, out: torch.Tensor | None, accumulate: bool) -> torch.Tensor:
     try:
-        # what the launches depend on besides the profile (the replay key, see Replays)
+        # what the launches depend on besides the profile (the replay key, see Replays);
+        # a call into out is not replayed: out's checks look at its memory every call
         key = (input_precision, any_size, a.shape, b.shape, a.stride(), b.stride(), a.dtype,
-               b.dtype, a.device, b.device)
-        c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+               b.dtype, a.device, b.device) if out is None else None
+        c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device) \
+            if out is None else out
         a_op, b_op, copies = _k_major_operands(a, b, profile, input_precision)
     except (AttributeError, IndexError, TypeError):
         key, tensors = None, ()  # not 2-D tensors: the checks say what is wrong
@@ -198,18 +253,19 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_precision,
         # are added, so that a tensor in two places means a is b (see Replays)
         tensors = (a, b, c, *[t for t in (a_op, b_op, *[t for pair in copies for t in pair])
                               if t is not a and t is not b])
-        if _REPLAYS.replay(profile, key, tensors):
+        if key is not None and _REPLAYS.replay(profile, key, tensors):
             return c
     _CHECKS.checked(profile, (input_precision, signature(a, b)), a, _check, a, b,
                     input_precision, profile)
+    _check_out(a, b, out, accumulate)
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
         return c
     if K == 0:
-        return c.zero_()
+        return c if accumulate else c.zero_()
     with _REPLAYS.record(profile, key, tensors):
-        _launch_matmul(a_op, b_op, c, copies, profile, input_precision, any_size)
+        _launch_matmul(a_op, b_op, c, copies, profile, input_precision, any_size, accumulate)
     return c
 
 
@@ -239,21 +295,23 @@ def _k_major_operands(a: torch.Tensor, b: torch.Tensor, profile: Profile, input_
 
 
 def _launch_matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, copies: tuple,
-                   profile: Profile, input_precision, any_size: bool) -> None:
+                   profile: Profile, input_precision, any_size: bool, accumulate: bool) -> None:
     M, K = a.shape
     N = b.shape[1]
     fp32_tf32 = _tf32(a, profile, input_precision)
+    precision = "tf32" if fp32_tf32 else "ieee"
     for source, destination in copies:
         _contiguous(source, profile, destination)
-    if _takes_tma(a, b, profile, fp32_tf32, any_size):
-        _matmul_tma(a, b, c, profile)
+    layout = _tma_layout(a, b, c, profile, fp32_tf32, accumulate, any_size)
+    if layout is not None:
+        _matmul_tma(a, b, c, layout, accumulate, precision, profile)
         return
     grid = lambda META: (profile.capped_grid(_tiles(META)),)  # noqa: E731
     buckets = (next_power_of_2(M), next_power_of_2(N), next_power_of_2(K))
     k_contiguous = 2 * (a.stride(1) == 1) + (b.stride(0) == 1)
-    precision = "tf32" if fp32_tf32 else "ieee"
-    tuned_launch(_autotuner(profile, tma=False), grid,
+    tuned_launch(_autotuner(profile, tma=False, accumulate=accumulate), grid,
                  (a, b, c, M, N, K, *buckets, k_contiguous,
                   a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
-                 {"INPUT_PRECISION": precision, "SELECT_LOADS": profile.select_loads},
-                 (*buckets, k_contiguous, precision, a.dtype))
+                 {"INPUT_PRECISION": precision, "SELECT_LOADS": profile.select_loads,
+                  "ACCUMULATE": accumulate},
+                 (*buckets, k_contiguous, precision, a.dtype, c.dtype))

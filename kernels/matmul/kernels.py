@@ -10,7 +10,7 @@ from ..grid_stride import block_range
 def _matmul_kernel(
     A,                            # pointer to A [M, K]
     B,                            # pointer to B [K, N]
-    C,                            # pointer to C [M, N], same dtype as A
+    C,                            # pointer to C [M, N]: A's dtype or float32
     M, N, K,                      # matrix sizes
     M_BUCKET, N_BUCKET, K_BUCKET,  # next powers of two of M, N, K: the autotune key only
     K_CONTIGUOUS,                 # 2 if A's K is contiguous, + 1 if B's: the autotune key only
@@ -25,6 +25,7 @@ def _matmul_kernel(
     GROUP_SIZE_M: tl.constexpr,   # rows of tiles walked together (grouped ordering)
     GRID_STRIDE: tl.constexpr,    # fewer programs than tiles: each walks several
     EVEN_K: tl.constexpr,         # K % BLOCK_SIZE_K == 0: no mask along K
+    ACCUMULATE: tl.constexpr = False,  # C += A @ B: C is read and added in float32
 ):
     pid = tl.program_id(0)  # tile numbers fit int32; element offsets are widened below
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
@@ -78,22 +79,30 @@ def _matmul_kernel(
             a_ptrs += BLOCK_SIZE_K * stride_ak
             b_ptrs += BLOCK_SIZE_K * stride_bk
 
-        c_ptrs = C + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
         c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        if ACCUMULATE:
+            # the clamped rows and columns: a select-load target reads masked-off lanes
+            acc += tl.load(C + offs_am[:, None].to(tl.int64) * stride_cm
+                           + offs_bn[None, :] * stride_cn, mask=c_mask).to(tl.float32)
+        c_ptrs = C + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
         tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=c_mask)
 
 
 @triton.jit(do_not_specialize=["M_BUCKET", "N_BUCKET", "K_BUCKET"])
 def _matmul_tma_kernel(
-    A_DESC,                       # tensor descriptor of A [M, K], tiles [BLOCK_SIZE_M, BLOCK_SIZE_K]
+    A_DESC,                       # tensor descriptor of A [M, K], tiles [BLOCK_SIZE_M, BLOCK_SIZE_K],
+                                  # or with A_M_MAJOR of A^T [K, M], tiles [BLOCK_SIZE_K, BLOCK_SIZE_M]
     B_DESC,                       # tensor descriptor of B [K, N], tiles [BLOCK_SIZE_K, BLOCK_SIZE_N],
                                   # or with B_K_MAJOR of B^T [N, K], tiles [BLOCK_SIZE_N, BLOCK_SIZE_K]
     C_OUT,                        # with C_STAGED: tensor descriptor of C [M, N], tiles
                                   # [BLOCK_SIZE_M, BLOCK_SIZE_N]; else a pointer to C, contiguous
     M, N, K,                      # matrix sizes
     M_BUCKET, N_BUCKET, K_BUCKET,  # next powers of two of M, N, K: the autotune key only
+    A_M_MAJOR: tl.constexpr,      # A's M is contiguous (16-bit): its tiles are read transposed
     B_K_MAJOR: tl.constexpr,      # B's K is contiguous: its tiles are read transposed
     C_STAGED: tl.constexpr,       # C is stored through its descriptor, staged in shared memory
+    ACCUMULATE: tl.constexpr,     # C += A @ B (C through pointers): C is read and added in float32
+    INPUT_PRECISION: tl.constexpr,  # "tf32" for float32 dots; with the layouts, the autotune key
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
@@ -109,7 +118,9 @@ def _matmul_tma_kernel(
     bound every load (and with C_STAGED the store): out-of-range rows, columns and the K
     tail read as zeros and are not written. A float32 C tile staged in shared memory
     would leave too little of it for the pipelined A and B tiles (128 x 256 x 4 bytes),
-    so float32 stores C through pointers, masked. With C_SPLIT = 2 a 16-bit C tile is
+    so float32 stores C through pointers, masked, and so does a product added into C
+    (ACCUMULATE). The transposed tiles of an M-major A or a K-major B are what the
+    tensor cores' 16-bit dots read from shared memory as they are. With C_SPLIT = 2 a 16-bit C tile is
     staged and stored a half at a time (half the shared memory, and the second half's
     conversion overlaps the first half's store); with FLATTEN the compiler pipelines the
     two loops as one, so the next tile's first loads are issued before this tile's store
@@ -130,11 +141,15 @@ def _matmul_tma_kernel(
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
             offs_k = k * BLOCK_SIZE_K
+            if A_M_MAJOR:
+                a = A_DESC.load([offs_k, offs_m]).T
+            else:
+                a = A_DESC.load([offs_m, offs_k])
             if B_K_MAJOR:
                 b = B_DESC.load([offs_n, offs_k]).T
             else:
                 b = B_DESC.load([offs_k, offs_n])
-            acc = tl.dot(A_DESC.load([offs_m, offs_k]), b, acc)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         if C_STAGED and C_SPLIT == 2:
             left, right = acc.reshape(BLOCK_SIZE_M, 2, BLOCK_SIZE_N // 2).permute(0, 2, 1).split()
             C_OUT.store([offs_m, offs_n], left.to(C_OUT.dtype))
@@ -146,12 +161,18 @@ def _matmul_tma_kernel(
             # second 128 registers a thread next to the accumulator's
             rows = offs_m + tl.arange(0, BLOCK_SIZE_M)
             c_rows = C_OUT + rows[:, None].to(tl.int64) * N
-            halves = acc.to(C_OUT.dtype.element_ty).reshape(BLOCK_SIZE_M, 2, BLOCK_SIZE_N // 2)
+            halves = acc.reshape(BLOCK_SIZE_M, 2, BLOCK_SIZE_N // 2)
             left, right = halves.permute(0, 2, 1).split()
             cols = offs_n + tl.arange(0, BLOCK_SIZE_N // 2)
-            tl.store(c_rows + cols[None, :], left, mask=(rows[:, None] < M) & (cols[None, :] < N))
+            mask = (rows[:, None] < M) & (cols[None, :] < N)
+            if ACCUMULATE:
+                left += tl.load(c_rows + cols[None, :], mask=mask).to(tl.float32)
+            tl.store(c_rows + cols[None, :], left.to(C_OUT.dtype.element_ty), mask=mask)
             cols += BLOCK_SIZE_N // 2
-            tl.store(c_rows + cols[None, :], right, mask=(rows[:, None] < M) & (cols[None, :] < N))
+            mask = (rows[:, None] < M) & (cols[None, :] < N)
+            if ACCUMULATE:
+                right += tl.load(c_rows + cols[None, :], mask=mask).to(tl.float32)
+            tl.store(c_rows + cols[None, :], right.to(C_OUT.dtype.element_ty), mask=mask)
 
 
 @triton.jit

@@ -84,25 +84,32 @@ def _tiles(meta) -> int:
 _AUTOTUNED: dict = {}
 
 
-def _autotuner(profile: Profile, tma: bool):
-    """The autotuned pointer kernel (``tma``: the tensor-descriptor kernel) for
-    ``profile``: a fresh one while launches are captured (every config is launched, and
-    captured, for every shape), else one per config set and mode, so that interpreter
-    picks never leak into device runs, looked up once per profile."""
+def _autotuner(profile: Profile, tma: bool, accumulate: bool = False):
+    """The autotuned pointer kernel (``tma``: the tensor-descriptor kernel; ``accumulate``:
+    the one that adds into C) for ``profile``: a fresh one while launches are captured
+    (every config is launched, and captured, for every shape), else one per config set
+    and mode, so that interpreter picks never leak into device runs, looked up once per
+    profile."""
     if launches.capturing():
-        return (_tma_autotuner if tma else _pointer_autotuner)(profile)[1]()
-    return _kept_autotuner(profile, tma, bool(knobs.runtime.interpret))
+        return (_tma_autotuner if tma else _pointer_autotuner)(profile, accumulate)[1]()
+    return _kept_autotuner(profile, tma, accumulate, bool(knobs.runtime.interpret))
 
 
 @launch_plan
-def _kept_autotuner(profile: Profile, tma: bool, interpret: bool):
-    key, make = (_tma_autotuner if tma else _pointer_autotuner)(profile)
+def _kept_autotuner(profile: Profile, tma: bool, accumulate: bool, interpret: bool):
+    key, make = (_tma_autotuner if tma else _pointer_autotuner)(profile, accumulate)
     if (key, interpret) not in _AUTOTUNED:
         _AUTOTUNED[key, interpret] = make()
     return _AUTOTUNED[key, interpret]
 
 
-def _pointer_autotuner(profile: Profile):
+def _restored(accumulate: bool, c: str) -> list[str] | None:
+    """What the autotuner restores after timing each config: C where the product is added
+    into it (else every timed run would add once more)."""
+    return [c] if accumulate else None
+
+
+def _pointer_autotuner(profile: Profile, accumulate: bool):
     """(what the pointer kernel's autotuner depends on, a function that makes it)"""
     tables = profile.autotune_configs("matmul") or _default_configs(profile)
     configs = [_to_config(t) for t in tables]
@@ -119,14 +126,16 @@ def _pointer_autotuner(profile: Profile):
         # and so is the layout: a config tuned with row-major B can lose 3x on K-major B
         configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "K_CONTIGUOUS",
                               "INPUT_PRECISION"],
-        do_bench=launches.autotune_timer,
+        do_bench=launches.autotune_timer, restore_value=_restored(accumulate, "C"),
         prune_configs_by={"early_config_prune": _prune(shared, registers, profile.warp_size)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
-    return (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid), make
+    return (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid,
+            accumulate), make
 
 
-#: Dtypes the tensor-descriptor kernel takes with B row-major: the 16-bit floats it was
-#: measured with. float32 takes it only as tf32 with B K-major (:func:`_takes_tma`).
+#: Dtypes the tensor-descriptor kernel takes in any layout: the 16-bit floats it was
+#: measured with. float32 takes it only as tf32, A row-major and B K-major
+#: (:func:`kernels.matmul._tma_layout`).
 TMA_DTYPES = (torch.float16, torch.bfloat16)
 
 
@@ -134,22 +143,25 @@ def _set_tma_blocks(nargs) -> None:
     """Each config's pre-hook: the descriptors' tiles are the config's blocks (C's a
     C_SPLIT-th of the C tile)."""
     bm, bn, bk = nargs["BLOCK_SIZE_M"], nargs["BLOCK_SIZE_N"], nargs["BLOCK_SIZE_K"]
-    nargs["A_DESC"].block_shape = [bm, bk]
+    nargs["A_DESC"].block_shape = [bk, bm] if nargs["A_M_MAJOR"] else [bm, bk]
     nargs["B_DESC"].block_shape = [bn, bk] if nargs["B_K_MAJOR"] else [bk, bn]
     if nargs["C_STAGED"]:
         nargs["C_OUT"].block_shape = [bm, bn // nargs.get("C_SPLIT", 1)]
 
 
-def _tma_autotuner(profile: Profile):
+def _tma_autotuner(profile: Profile, accumulate: bool):
     """(what the tensor-descriptor kernel's autotuner depends on, a function that makes it)"""
     tables = profile.autotune_configs("matmul_tma")
     configs = [_to_config(t, pre_hook=_set_tma_blocks) for t in tables]
     shared = profile["limits.shared_memory_per_block"]
     make = lambda: triton.autotune(  # noqa: E731
-        # descriptors carry no dtype the autotuner would add to the key: C_STAGED (16-bit)
-        # and B_K_MAJOR (float32's) keep the configs of 16-bit and float32 products apart
-        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "B_K_MAJOR", "C_STAGED"],
-        do_bench=launches.autotune_timer,
+        # descriptors carry no dtype the autotuner would add to the key: INPUT_PRECISION
+        # keeps the configs of 16-bit and tf32 products apart, the layouts those of each
+        # way the tiles are read and stored (C through pointers is a tensor: its dtype is
+        # in the key)
+        configs=configs, key=["M_BUCKET", "N_BUCKET", "K_BUCKET", "A_M_MAJOR", "B_K_MAJOR",
+                              "C_STAGED", "INPUT_PRECISION"],
+        do_bench=launches.autotune_timer, restore_value=_restored(accumulate, "C_OUT"),
         prune_configs_by={"early_config_prune": _prune(shared, 0, profile.warp_size, tma=True)},
     )(_matmul_tma_kernel)
-    return ("tma", tuple(tuple(sorted(t.items())) for t in tables), shared), make
+    return ("tma", tuple(tuple(sorted(t.items())) for t in tables), shared, accumulate), make
