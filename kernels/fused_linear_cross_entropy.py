@@ -27,16 +27,19 @@ input dtype) take about as many bytes as x does (Liger's rule: the transient mem
 the loss is that of its input), but at least the bytes every compute unit's block holds
 at once (``launch.max_fused_size_bytes`` x ``limits.compute_units``: 8.6 MB on an H100,
 below which a chunk's kernels cannot fill the device; x of 8192 x 4096 bfloat16 is 64
-MiB) and no fewer rows than make a chunk's products with the weight compute bound (each
-chunk reads the whole weight, H x V elements, for 2 x rows x H x V flops: rows of at
-least peak flops x element size / (2 x peak bandwidth), from the profile's
-``peak.dense_tflops`` and ``peak.memory_bandwidth_gbs``: 512 rows in bfloat16 on an H100,
-where x's size alone gives 130 rows for the Llama-3 head and each chunk would stream the
-1 GiB weight three times at half the tensor cores' rate), and never more than 1 /
-DEVICE_MEMORY_SHARE of the profile's device memory
-(``limits.device_memory_bytes``), so a huge x does not make a chunk that fills the
-device. The suites' derived profiles (tiny blocks, few units) give many chunks on small
-inputs, and so does a profile derived with a small device memory (the tests).
+MiB), and no fewer rows than make a chunk's fixed traffic at most 1 / FIXED_TRAFFIC_SHARE
+of its products' time: each chunk reads the whole [V, H] weight twice and reads and
+writes the float32 sum of the weight gradient once (2 x size + 8 bytes an element), for
+6 x rows flops an element (three products), at the profile's ``peak.dense_tflops`` and
+``peak.memory_bandwidth_gbs`` (:func:`amortizing_rows`: 4096 rows in bfloat16 on an
+H200, 8192 on an H100, where x's size alone gives 130 rows for the Llama-3 head, and 256
+rows took 3x torch's time on an H200); never more than 1 / DEVICE_MEMORY_SHARE of the
+profile's device memory (``limits.device_memory_bytes``), so a huge x does not make a
+chunk that fills the device. Where the whole batch as one chunk holds no more memory than
+the chunks together with the float32 sum they need (4 x V x H bytes: the weight
+gradient of one chunk is the product itself), the batch is one chunk. The suites'
+derived profiles (tiny blocks, few units) give many chunks on small inputs, and so does
+a profile derived with a small device memory (the tests).
 
 The logits are the matmul's output in the input dtype (as torch's linear gives them);
 the float32 loss is summed in a fixed order. Precision: float32 dots are IEEE
@@ -71,27 +74,41 @@ def chunk_rows(profile: Profile, n_rows: int, n_classes: int, hidden: int,
     """Rows per chunk: a chunk's logits and their gradient (2 x rows x V elements of
     ``dtype``) about as large as x (rows x hidden), but no smaller than the blocks all
     compute units hold at once (MAX_FUSED_SIZE bytes each: a smaller chunk leaves the
-    device idle and multiplies the launches), at most 1 / DEVICE_MEMORY_SHARE of the
-    profile's device memory, and at least one row."""
+    device idle and multiplies the launches) nor than :func:`amortizing_rows`, at most
+    1 / DEVICE_MEMORY_SHARE of the profile's device memory, and at least one row; all the
+    rows where one chunk holds no more than the chunks and their float32 sum would."""
     size = dtype.itemsize
     on_chip = profile["launch.max_fused_size_bytes"] * profile.compute_units
     per_row = max(1, 2 * n_classes * size)
-    wanted = max(n_rows * hidden * size, on_chip, compute_bound_rows(profile, dtype) * per_row)
-    budget = min(wanted, profile["limits.device_memory_bytes"] // DEVICE_MEMORY_SHARE)
-    return max(1, min(budget // per_row, n_rows))
+    wanted = max(n_rows * hidden * size, on_chip, amortizing_rows(profile, dtype) * per_row)
+    budget = profile["limits.device_memory_bytes"] // DEVICE_MEMORY_SHARE
+    rows = max(1, min(min(wanted, budget) // per_row, n_rows))
+    if n_rows * per_row <= min(budget, rows * per_row + 4 * n_classes * hidden):
+        return max(1, n_rows)
+    return rows
 
 
-def compute_bound_rows(profile: Profile, dtype: torch.dtype) -> int:
-    """The fewest rows (a power of two) whose product with the [V, H] weight is compute
-    bound on the profile's target: 2 x rows flops per weight element read, against the
-    ridge point peak flops / peak bandwidth. 1 where the profile gives no peak for the
-    dtype's dots (float32 dots here are IEEE: the "float32" peak, not tf32's)."""
+#: A chunk's fixed traffic (the weight read twice, the float32 weight-gradient sum read
+#: and written) takes at most this share of its products' time at the profile's peaks:
+#: 8 gives 4096 rows in bfloat16 on an H200, where chunks of 2048 rows took 45.1 ms at
+#: 8192 x 4096 x 128256 against 42.2 for chunks of 4096 (the 1.5 ms a chunk this model
+#: gives, once per chunk)
+FIXED_TRAFFIC_SHARE = 8
+
+
+def amortizing_rows(profile: Profile, dtype: torch.dtype) -> int:
+    """The fewest rows (a power of two) whose chunk spends at most 1 / FIXED_TRAFFIC_SHARE
+    of its products' time on its fixed traffic: 6 x rows flops for each [V, H] weight
+    element against 2 x size + 8 bytes of it, at the profile's peak flops and bandwidth.
+    1 where the profile gives no peak for the dtype's dots (float32 dots here are IEEE:
+    the "float32" peak, not tf32's)."""
     tflops = profile["peak.dense_tflops"].get(str(dtype).removeprefix("torch."))
     if not tflops:
         return 1
-    size = dtype.itemsize
-    ridge = tflops * 1e12 * size / (2 * profile.peak_bandwidth_gbs() * 1e9)
-    return next_power_of_2(max(1, math.ceil(ridge)))
+    fixed_bytes = 2 * dtype.itemsize + 8
+    rows = (FIXED_TRAFFIC_SHARE * tflops * 1e12 * fixed_bytes
+            / (6 * profile.peak_bandwidth_gbs() * 1e9))
+    return next_power_of_2(max(1, math.ceil(rows)))
 
 
 def _check(x, weight, labels, bias, reduction, profile) -> int:
@@ -156,31 +173,24 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
         out = _chunk(x, weight, weight_t, bias, y, ones, ignore_index, label_smoothing,
                      profile, reduction)
         return out if bias is not None else out[:3]
-    if 0 < n_rows <= rows:
-        # one chunk of a float16 mean: its gradients are the whole ones, in x's dtype
-        # (what each chunk's product rounds to before the float32 sums below)
-        losses, grad_x, grad_w, grad_b = _chunk(x, weight, weight_t, bias, y, ones,
-                                                ignore_index, label_smoothing, profile)
-        grad_w = grad_w.float()  # scaled in float32 below, as the sums of chunks are
-        grad_b = grad_b.float() if grad_b is not None else None
-    else:
-        losses = torch.empty(n_rows, dtype=torch.float32, device=device)
-        grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
-        if n_rows == 0 or hidden == 0:
-            grad_x.zero_()  # no chunk writes it (no rows, or rows of nothing)
-        # float32 sums of the chunks' partial weight and bias gradients (zeros: added into)
-        grad_w = torch.zeros((n_classes, hidden), dtype=torch.float32, device=device)
-        grad_b = torch.zeros(n_classes, dtype=torch.float32, device=device) \
-            if bias is not None else None
-        for start in range(0, n_rows, rows):
-            stop = min(start + rows, n_rows)
-            losses[start:stop], grad_x[start:stop], grad_w_c, grad_b_c = _chunk(
-                x[start:stop], weight, weight_t, bias, y[start:stop], ones, ignore_index,
-                label_smoothing, profile)
-            grad_w += grad_w_c
-            if bias is not None:
-                grad_b += grad_b_c
-            del grad_w_c, grad_b_c  # a [V, H] product: not kept through the next chunk
+    # chunks: the chunks' weight and bias gradients summed in float32 as the products
+    # make them (the first chunk's written, the others' added in the product's own
+    # epilogue: no [V, H] product of a chunk is stored apart and added after)
+    losses = torch.empty(n_rows, dtype=torch.float32, device=device)
+    grad_x = torch.empty_like(x, memory_format=torch.contiguous_format)
+    grad_w = torch.empty((n_classes, hidden), dtype=torch.float32, device=device)
+    grad_b = torch.empty(n_classes, dtype=torch.float32, device=device) \
+        if bias is not None else None
+    if n_rows == 0:  # no chunk writes them
+        grad_x.zero_(), grad_w.zero_()
+        if grad_b is not None:
+            grad_b.zero_()
+    for start in range(0, n_rows, rows):
+        stop = min(start + rows, n_rows)
+        losses[start:stop] = _chunk(x[start:stop], weight, weight_t, bias, y[start:stop],
+                                    ones, ignore_index, label_smoothing, profile,
+                                    into=(grad_x[start:stop], grad_w, grad_b),
+                                    accumulate=start > 0)[0]
     if reduction == "none":
         loss = losses
     else:
@@ -204,11 +214,16 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
 
 
 def _chunk(x_c, weight, weight_t, bias, y_c, ones, ignore_index, label_smoothing,
-           profile: Profile, reduction: str = "none") -> tuple:
-    """A chunk's (loss, grad_x, grad_weight, grad_bias or None) in x's dtype, the loss and
-    the gradients as the cross-entropy's ``reduction`` gives them: per-row losses and
+           profile: Profile, reduction: str = "none", into: tuple | None = None,
+           accumulate: bool = False) -> tuple:
+    """A chunk's (loss, grad_x, grad_weight, grad_bias or None), the loss and the
+    gradients as the cross-entropy's ``reduction`` gives them: per-row losses and
     unscaled gradients for "none" (k = 1, "sum"'s), what a chunk of several takes, since
-    the batch-wide count scales them at the end."""
+    the batch-wide count scales them at the end. The gradients are new tensors in x's
+    dtype, or with ``into`` (grad_x's rows, the float32 weight and bias gradients or
+    None) written there, the weight and bias ones added to what they hold where
+    ``accumulate``."""
+    grad_x, grad_w, grad_b = into if into is not None else (None, None, None)
     logits = matmul(x_c, weight_t, profile=profile, input_precision="ieee")
     if bias is not None:
         logits += bias  # in place: no second [chunk, V] buffer
@@ -216,8 +231,11 @@ def _chunk(x_c, weight, weight_t, bias, y_c, ones, ignore_index, label_smoothing
                                     label_smoothing=label_smoothing, reduction=reduction,
                                     profile=profile)
     del logits
-    grad_x = matmul(dlogits, weight, profile=profile, input_precision="ieee")
-    grad_w = matmul(dlogits.t(), x_c, profile=profile, input_precision="ieee")
-    grad_b = None if bias is None else matmul(ones[:, :x_c.shape[0]], dlogits,
-                                              profile=profile, input_precision="ieee")[0]
+    grad_x = matmul(dlogits, weight, profile=profile, input_precision="ieee", out=grad_x)
+    grad_w = matmul(dlogits.t(), x_c, profile=profile, input_precision="ieee", out=grad_w,
+                    accumulate=accumulate)
+    if bias is not None:
+        grad_b = matmul(ones[:, :x_c.shape[0]], dlogits, profile=profile,
+                        input_precision="ieee", accumulate=accumulate,
+                        out=None if grad_b is None else grad_b[None])[0]
     return losses, grad_x, grad_w, grad_b

@@ -85,21 +85,31 @@ def test_matches_the_unfused_reference_over_several_chunks(dtype, bias, reductio
 
 
 def test_the_chunk_follows_the_profile():
-    """About x's size; no less than the blocks every compute unit holds; no more than a
-    16th of the device's memory."""
-    t, h, v = 65536, 4096, 128256  # x of 512 MiB in bfloat16
-    assert kf.chunk_rows(PROFILE, t, v, h, torch.bfloat16) == t * h // (2 * v)
+    """About x's size; no less than the blocks every compute unit holds nor than the rows
+    that amortize a chunk's fixed traffic; no more than a 16th of the device's memory; one
+    chunk where chunks would hold as much memory with their float32 sum."""
+    t, h, v = 65536, 4096, 128256  # x of 512 MiB in bfloat16, the Llama-3 head
+    # the fixed traffic (2 x 2 + 8 bytes a weight element) at most an 8th of the products'
+    # time (6 x rows flops an element): 8 x 989 TFLOP/s x 12 / (6 x 3350 GB/s) = 4724 rows
+    # on an H100, up to a power of two, where x's size alone gives 1046
+    assert kf.amortizing_rows(PROFILE, torch.bfloat16) == 8192
+    assert kf.amortizing_rows(PROFILE, torch.float32) == 512  # 67 TFLOP/s of IEEE float32
+    assert kf.amortizing_rows(ONE_TILE, torch.bfloat16) == 1  # no peak stated
+    assert kf.chunk_rows(PROFILE, t, v, h, torch.bfloat16) == 8192
+    h200 = load_profiles()["nvidia-sm90-h200"]  # 4.8 TB/s: 3297 rows, so 4096
+    assert kf.amortizing_rows(h200, torch.bfloat16) == 4096
+    assert kf.chunk_rows(h200, 2 * 8192, v, h, torch.bfloat16) == 4096
+    # 8192 tokens: one chunk's logits and gradient (4 GiB) hold no more than two chunks'
+    # (2 GiB) with the float32 sum of the weight gradient (2 GiB)
+    assert kf.chunk_rows(h200, 8192, v, h, torch.bfloat16) == 8192
+    assert kf.chunk_rows(h200, 8192, v, 2 * h, torch.bfloat16) == 8192
+    assert kf.chunk_rows(h200, 8192, v, h // 2, torch.bfloat16) == 4096
     on_chip = PROFILE["launch.max_fused_size_bytes"] * PROFILE.compute_units
     assert kf.chunk_rows(PROFILE, 8192, 1000, 32, torch.float32) == on_chip // 8000
     assert kf.chunk_rows(SMALL_MEMORY, 8192, 1000, 32, torch.float32) == \
         (1 << 20) // kf.DEVICE_MEMORY_SHARE // 8000
     assert kf.chunk_rows(SMALL_MEMORY, 8192, 10**6, 32, torch.float32) == 1  # at least a row
     assert kf.chunk_rows(PROFILE, 40, 100, 64, torch.float32) == 40  # one chunk
-    # the Llama-3 head: x alone gives 130 rows; 512 make the weight products compute bound
-    # (989 TFLOP/s x 2 bytes / (2 x 3350 GB/s) = 295 flops a byte, up to a power of two)
-    assert kf.compute_bound_rows(PROFILE, torch.bfloat16) == 512
-    assert kf.chunk_rows(PROFILE, 8192, 128256, 4096, torch.bfloat16) == 512
-    assert kf.compute_bound_rows(PROFILE, torch.float32) == 64  # 67 TFLOP/s of IEEE float32
     args = _args(200, 8, 100, torch.float32)
     kwargs = dict(ignore_index=-100, label_smoothing=0.0, reduction="mean")
     small = SMALL_MEMORY.derive(**{"autotune.matmul": ONE_TILE["autotune.matmul"]})
