@@ -19,15 +19,19 @@ Where the profile has ``[[autotune.matmul_tma]]`` configs (targets with tensor d
 TMA on Hopper, where they were measured faster), 16-bit products larger than the
 profile's ``launch.matmul_pointer_max_work`` (M*N*K: smaller ones launch faster through
 pointers, Triton encoding host descriptors on every launch) whose matrices a
-descriptor takes (unit column stride, 16-byte aligned base and rows) run a persistent
-kernel instead: one program per compute unit walks the tiles in the same grouped order,
-loading tiles through descriptors, which also bound the ragged edges; so do float32
-products in tf32 on targets whose tf32 dots read K-major operands (below), B read
-through a descriptor over B^T. Everything else (IEEE float32, strided views, other
-targets) runs the pointer kernel above.
+descriptor takes as they are or transposed (unit stride along one axis, 16-byte aligned
+base and rows: an M-major A or a K-major B is read through a descriptor over its
+transpose) run a persistent kernel instead: one program per compute unit walks the
+tiles in the same grouped order, loading tiles through descriptors, which also bound
+the ragged edges; so do float32 products in tf32 on targets whose tf32 dots read K-major
+operands (below), B read through a descriptor over B^T. Everything else (IEEE float32,
+other strided views, other targets) runs the pointer kernel above.
 
 fp32 inputs use ``input_precision="tf32"`` only where the profile says the hardware runs
-tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype. Where the target's
+tf32 (``dtypes.tf32``), else "ieee". The output has the input dtype, or is the caller's
+``out`` (the input dtype or float32), into which ``accumulate`` adds the product in the
+kernels' epilogue: the float32 sum of products over chunks of K, each chunk's product
+never stored apart (the fused linear cross-entropy's weight gradient). Where the target's
 tf32 dots read both operands K-major from shared memory (``dtypes.tf32_k_major``: Hopper's
 wgmma), an operand that is not (a row-major B) is first copied K-major: otherwise every
 tile of it is transposed into shared memory a 4-byte element at a time (sm_90 PTX:
