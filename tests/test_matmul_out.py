@@ -108,3 +108,23 @@ def test_matmul_adds_into_out_through_timed_tuning_on_a_gpu(dtype):
             tol = 1e-4 * k if dtype == torch.float32 else 2e-3 * k ** 0.5
             torch.testing.assert_close(out.double(), start.double() + product, rtol=0,
                                        atol=tol)
+
+
+def test_an_added_into_product_drops_configs_whose_float32_c_tiles_do_not_fit():
+    """The epilogue of a product added into C holds float32 C tiles on chip: on amd-gfx942
+    (64 KiB of LDS) the 128 x 256 and 256 x 256 tiles no longer fit, on the NPU (a unified
+    buffer that holds about four) neither does 128 x 128; a product written, not added,
+    keeps every config."""
+    from triton_cts.execution import launches
+    from triton_cts.toolchains.cross_compile import every_autotune_config
+
+    def tiles(profile, accumulate):
+        a, b = torch.ones(300, 200, dtype=torch.float16), torch.ones(200, 500, dtype=torch.float16)
+        with every_autotune_config(), launches.capture_launches() as log:
+            matmul(a, b, profile=profile, out=torch.zeros(300, 500), accumulate=accumulate)
+        return {(launch.kwargs["BLOCK_SIZE_M"], launch.kwargs["BLOCK_SIZE_N"]) for launch in log}
+    gfx942 = PROFILES["amd-gfx942"]
+    assert tiles(gfx942, False) == {(128, 256), (256, 256), (128, 128), (64, 128), (64, 64)}
+    assert tiles(gfx942, True) == {(128, 128), (64, 128), (64, 64)}
+    assert tiles(NPU, False) == {(128, 128), (64, 128)}
+    assert tiles(NPU, True) == {(64, 128)}

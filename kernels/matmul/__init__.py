@@ -206,6 +206,25 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
     return _matmul(a, b, profile, input_precision, True, out, accumulate)
 
 
+def matmul_k_chunks(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
+                    input_precision: str | None = None) -> torch.Tensor:
+    """``a @ b`` as the fused linear cross-entropy makes its weight gradient: A read
+    M-major and B K-major (copies of them), the product summed over two chunks of K into a
+    float32 ``out`` (the first chunk's written, the second's added in the epilogue,
+    :func:`matmul`'s ``accumulate``), returned in a's dtype; through the
+    tensor-descriptor kernel at every size where the profile has it (as
+    :func:`matmul_tma`), else the pointer kernel: the variant through which the suites
+    check ``out``, ``accumulate`` and the transposed layouts."""
+    _CHECKS.checked(profile, (input_precision, signature(a, b)), a, _check, a, b,
+                    input_precision, profile)
+    a_m, b_k = a.t().contiguous().t(), b.t().contiguous().t()
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
+    half = a.shape[1] // 2
+    _matmul(a_m[:, :half], b_k[:half], profile, input_precision, True, out, False)
+    _matmul(a_m[:, half:], b_k[half:], profile, input_precision, True, out, True)
+    return out.to(a.dtype)
+
+
 def _check_out(a, b, out, accumulate: bool) -> None:
     """What ``out`` and ``accumulate`` must be (checked on every call: a view's layout and
     memory are not in the inputs' signature)."""
