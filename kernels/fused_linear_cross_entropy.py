@@ -182,7 +182,8 @@ def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: to
     grad_b = torch.empty(n_classes, dtype=torch.float32, device=device) \
         if bias is not None else None
     if n_rows == 0:  # no chunk writes them
-        grad_x.zero_(), grad_w.zero_()
+        grad_x.zero_()
+        grad_w.zero_()
         if grad_b is not None:
             grad_b.zero_()
     for start in range(0, n_rows, rows):

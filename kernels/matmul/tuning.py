@@ -46,24 +46,17 @@ def _fma_accumulator_registers(config, warp_size: int) -> int:
     return kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] // (config.num_warps * warp_size)
 
 
-#: Float32 C tiles an added-into product (ACCUMULATE) holds on chip in its epilogue, past
-#: the pipelined A and B tiles: on GPUs the C tile read from memory crosses shared memory
-#: to the accumulator's layout (amd-gfx942 cross-compiles: exactly BLOCK_SIZE_M x
-#: BLOCK_SIZE_N x 4 bytes, 131072 at 128 x 256, past its 65536 bytes of LDS), after the
-#: pipeline's buffers are free; a select-load NPU holds the accumulator, the read tile
-#: and their sum in its unified buffer at once (bishengir, triton-ascend 3.2: 262912
-#: bytes at 128 x 128 against 196608, about four tiles; 64 x 128 fits).
-ADDED_C_TILES = {False: 1, True: 4}
-
-
 def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int, tma: bool = False,
-           select_loads: bool = False):
+           added_c_tiles: int = 1):
     """Drop configs whose pipelined A and B tiles (num_stages copies; with tensor
-    descriptors also the C tile the store is staged in), or the float32 C tiles of an
-    added-into product's epilogue (ADDED_C_TILES), exceed shared memory, and, for IEEE
-    float32 dots where the profile models registers, those whose FMA accumulator takes
-    over 1 / FMA_ACCUMULATOR_SHARE of a thread's registers; keep the smallest one if none
-    fits, so tuning always has a candidate."""
+    descriptors also the C tile the store is staged in), or the ``added_c_tiles`` float32
+    C tiles of an added-into product's epilogue (``launch.matmul_added_c_tiles``; on GPUs
+    the C tile read crosses shared memory to the accumulator's layout once the pipeline's
+    buffers are free: amd-gfx942 cross-compiles used exactly BLOCK_SIZE_M x BLOCK_SIZE_N x
+    4 bytes, 131072 at 128 x 256 against its 65536 of LDS), exceed shared memory, and, for
+    IEEE float32 dots where the profile models registers, those whose FMA accumulator
+    takes over 1 / FMA_ACCUMULATOR_SHARE of a thread's registers; keep the smallest one if
+    none fits, so tuning always has a candidate."""
     def prune(configs, named_args, **kwargs):
         a = named_args["A_DESC"].base if tma else named_args["A"]
         elem = a.element_size()
@@ -76,8 +69,8 @@ def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int, tma: bo
             tiles = (kw["BLOCK_SIZE_M"] + kw["BLOCK_SIZE_N"]) * kw["BLOCK_SIZE_K"] * elem
             staged_c = (kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * elem // kw.get("C_SPLIT", 1)
                         if tma and named_args["C_STAGED"] else 0)
-            epilogue = (ADDED_C_TILES[select_loads] * kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"]
-                        * 4 if added else 0)
+            epilogue = (added_c_tiles * kw["BLOCK_SIZE_M"] * kw["BLOCK_SIZE_N"] * 4
+                        if added else 0)
             return max(max(c.num_stages, 1) * tiles + staged_c, epilogue)
 
         def fits(c):
@@ -143,10 +136,10 @@ def _pointer_autotuner(profile: Profile, accumulate: bool):
                               "INPUT_PRECISION"],
         do_bench=launches.autotune_timer, restore_value=_restored(accumulate, "C"),
         prune_configs_by={"early_config_prune": _prune(shared, registers, profile.warp_size,
-                                                       select_loads=profile.select_loads)},
+                                                       added_c_tiles=profile.matmul_added_c_tiles)},
     )(triton.heuristics(heuristics)(_matmul_kernel))
     return (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid,
-            profile.select_loads, accumulate), make
+            profile.matmul_added_c_tiles, accumulate), make
 
 
 #: Dtypes the tensor-descriptor kernel takes in any layout: the 16-bit floats it was

@@ -63,6 +63,8 @@ PLAUSIBLE: dict[str, Range] = {
     "launch.cross_entropy_one_launch_elements": Range(1, 1 << 40, "logits of a call: the "
                                                       "size where the host stops being "
                                                       "the limit"),
+    "launch.matmul_added_c_tiles": Range(1, 16, "float32 C tiles an added-into product's "
+                                         "epilogue holds: 1 on GPUs, 4 on the Ascend NPU"),
     "launch.matmul_pointer_max_work": Range(1, 2**63 - 1, "M*N*K of a product: 512^3 "
                                             "on the Hopper profiles"),
     "launch.default_num_warps": Range(1, 128, "warps of one program"),

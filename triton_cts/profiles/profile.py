@@ -419,6 +419,13 @@ class Profile:
                 for dt, tol in per_dtype.items()]
 
     @property
+    def matmul_added_c_tiles(self) -> int:
+        """Float32 C tiles the epilogue of a matmul added into its output holds on chip at
+        once, besides the pipelined A and B tiles (``launch.matmul_added_c_tiles``; 1 where
+        absent: the tile crossing shared memory to the accumulator's layout)."""
+        return self.data["launch"].get("matmul_added_c_tiles", 1)
+
+    @property
     def matmul_pointer_max_work(self) -> int:
         """M*N*K up to which matmul runs its pointer kernel on a target that also has its
         tensor-descriptor kernel (``launch.matmul_pointer_max_work``; 0 where absent: every

@@ -287,6 +287,9 @@ SCHEMA: dict[str, Any] = {
         "row_reduction_programs_per_compute_unit": _optional_count(
             "programs per compute unit the max_dim row kernel keeps before it stacks rows; 1 "
             "where absent"),
+        "matmul_added_c_tiles": _optional_count(
+            "float32 C tiles [BLOCK_SIZE_M, BLOCK_SIZE_N] the epilogue of a matmul added into "
+            "its output holds on chip at once (the matmul pruner's bound); 1 where absent"),
         "matmul_pointer_max_work": _optional_count(
             "M*N*K up to which matmul runs its pointer kernel where the profile also has "
             "[[autotune.matmul_tma]] configs; every size takes those where absent"),
