@@ -139,8 +139,7 @@ def _measured(label, bench, times, torch_times, speedups, profile, peak_gbs, cop
     (call, graph), (t_call, t_graph) = times, torch_times
     speedup, graph_speedup = speedups or (t_call / call, t_graph / graph)
     kernel = graph if graph == graph else call  # NaN: no graph, the call time stands
-    rec = {"op": bench.op, "dtype": str(bench.dtype).removeprefix("torch."),
-           "shape": "x".join(map(str, bench.shape)), "ms": call, "graph_ms": graph,
+    rec = {**bench.cell, "ms": call, "graph_ms": graph,
            "torch_ms": t_call, "torch_graph_ms": t_graph, "speedup": speedup,
            "graph_speedup": graph_speedup, "paired_with_torch": speedups is not None}
     if bench.precision:
@@ -172,7 +171,7 @@ def _library_row(name, bench, against_torch, profile, peak_gbs, copy_gbs):
     if fn is None:
         return None, None
     label = f"{bench.op} [{name}]" + (f" (torch {bench.precision})" if bench.precision else "")
-    dtype, shape = str(bench.dtype).removeprefix("torch."), "x".join(map(str, bench.shape))
+    dtype, shape = bench.cell["dtype"], bench.cell["shape"]
     try:
         measured = against_torch(fn)
     except Exception as exc:  # a library limit (row too long, dtype) is a result too

@@ -25,6 +25,13 @@ class Bench:
     kwargs: dict = field(default_factory=dict)  # and its keyword options
     precision: str = ""  # float32 dots: "tf32" or "ieee" (its % of peak is of that peak)
 
+    @property
+    def cell(self) -> dict:
+        """The bench's op, dtype and shape as every results file writes them (the key
+        ``python -m benchmarks.goals`` matches goals on)."""
+        return {"op": self.op, "dtype": str(self.dtype).removeprefix("torch."),
+                "shape": "x".join(map(str, self.shape))}
+
 
 def _nbytes(*tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)

@@ -158,9 +158,7 @@ def main(argv=None) -> int:
         for changes, profile in variants:
             torch.manual_seed(0)
             for i, bench in enumerate(benches(op, shape, dtype, profile)):
-                record = {"op": op, "dtype": str(dtype).removeprefix("torch."),
-                          "shape": "x".join(map(str, bench.shape)), "setting": changes,
-                          "precision": bench.precision}
+                record = {**bench.cell, "op": op, "setting": changes, "precision": bench.precision}
                 try:
                     if bench.flops:  # compute-bound: against torch timed right after, rounds
                         ms, record["torch_ms"], speedup = timing.alternated(

@@ -35,19 +35,22 @@ def graph_ms(fn: Callable) -> float:
     return do_bench_cudagraph(fn, rep=20, return_mode="median")
 
 
+def graph_ms_or_nan(fn: Callable) -> float:
+    """``graph_ms(fn)``, NaN where ``fn`` cannot be captured in a CUDA graph."""
+    try:
+        return graph_ms(fn)
+    except Exception:  # e.g. torch autograd that cannot be captured
+        torch.cuda.synchronize()
+        return float("nan")
+
+
 def timed(fn: Callable) -> tuple[float, float]:
     """(per-call ms, CUDA-graph ms); the graph time is NaN where capture fails."""
     # a first short run is thrown away: the first op timed in a process came out up to
     # 2.5x slower per call than the same op timed later (H200, 40-us kernels)
     from triton.testing import do_bench
     do_bench(fn, warmup=5, rep=20, return_mode="median")
-    call = per_call_ms(fn)
-    try:
-        graph = graph_ms(fn)
-    except Exception:  # e.g. torch autograd that cannot be captured
-        torch.cuda.synchronize()
-        graph = float("nan")
-    return call, graph
+    return per_call_ms(fn), graph_ms_or_nan(fn)
 
 
 def alternated(measure: Callable[[Callable], float], ours: Callable, theirs: Callable,
