@@ -15,10 +15,16 @@ back-to-back calls with one synchronization at the end, the fastest of five such
 
 ``ours - stubbed`` is what is left of the launch: the driver call (and, for kernels
 launched through Triton's own path, binding and specializing the arguments and the cache
-lookup)."""
+lookup). ``kernel`` is the same call replayed from a CUDA graph (the kernels alone; NaN
+where it cannot be captured), and ``above kernel`` = ``ours - kernel``, the figure the
+launch-overhead goal of ``benchmarks/goals.toml`` bounds. ``--json FILE`` writes one
+record per row for ``python -m benchmarks.goals``."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import platform
 import time
 
 import torch
@@ -69,6 +75,19 @@ def per_call_us(fn, calls: int) -> float:
 ALL_OPS = all_ops()
 
 
+def record(bench, ours: float, stubbed: float, kernel: float, theirs: float) -> dict:
+    """One results record of ``bench`` from its per-call times (us): ours, ours with the
+    launch stubbed, the kernel alone (CUDA-graph replay, NaN where it cannot be captured)
+    and torch's; JSON has no NaN, so a kernel not timed leaves its fields out."""
+    rec = {**bench.cell, "bench": label(bench), "ours_us": ours, "stubbed_us": stubbed,
+           "launch_path_us": ours - stubbed, "torch_us": theirs}
+    if bench.precision:
+        rec["precision"] = bench.precision
+    if math.isfinite(kernel):
+        rec["kernel_us"], rec["above_kernel_us"] = kernel, ours - kernel
+    return rec
+
+
 def main(argv=None) -> int:
     from tabulate import tabulate
     from triton.runtime.jit import JITFunction
@@ -82,15 +101,18 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--op", action="append", default=[], choices=ALL_OPS)
+    parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)
     device = attached_device()
     if device is None:
         parser.error("no accelerator attached: launch overhead is measured on a GPU")
     dtype = getattr(torch, args.dtype)
     profile = match_device(device, load_profiles())
-    rows = []
+    from benchmarks import timing
+    rows, records = [], []
     for bench in (b for op in args.op or ALL_OPS for b in small_benches(op, dtype, profile)):
         ours = per_call_us(bench.ours, args.calls)
+        kernel = timing.graph_ms_or_nan(bench.ours) * 1e3
         real_run, real_direct = JITFunction.run, fast_launch._run_compiled
         JITFunction.run = lambda self, *a, **k: None
         fast_launch._run_compiled = lambda *a: None
@@ -100,12 +122,21 @@ def main(argv=None) -> int:
             JITFunction.run, fast_launch._run_compiled = real_run, real_direct
         theirs = per_call_us(bench.torch_eager, args.calls)
         rows.append([label(bench), f"{ours:.1f}", f"{stubbed:.1f}", f"{ours - stubbed:.1f}",
-                     f"{theirs:.1f}"])
+                     f"{kernel:.1f}", f"{ours - kernel:.1f}", f"{theirs:.1f}"])
+        records.append(record(bench, ours, stubbed, kernel, theirs))
         print(" | ".join(rows[-1]), flush=True)
+        if args.json:  # after every row: a run cut short keeps what it measured
+            import triton
+            env = {"device": device.name, "profile": profile.name, "calls": args.calls,
+                   "torch": torch.__version__, "triton": triton.__version__,
+                   "python": platform.python_version()}
+            with open(args.json, "w") as fh:
+                json.dump({"environment": env, "results": records}, fh, indent=1)
     print(f"profile {profile.name}, {args.dtype}, small shapes, mean of {args.calls} calls, "
-          f"fastest of {ROUNDS} rounds")
+          f"fastest of {ROUNDS} rounds; kernel: replayed from a CUDA graph")
     print(tabulate(rows, headers=["op", "ours us/call", "ours, launch stubbed",
-                                  "launch path", "torch us/call"]))
+                                  "launch path", "kernel us", "above kernel",
+                                  "torch us/call"]))
     return 0
 
 
