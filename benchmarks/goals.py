@@ -138,14 +138,20 @@ def parse_goals(data: dict, source: str, ops) -> list[Goal]:
     return goals
 
 
+def _read(path, kind: str, parse, error, format_name: str):
+    """``parse`` of the text of ``path``, a goals or results file (``kind``); a missing
+    file or one ``parse`` refuses with ``error`` is a GoalsError naming it."""
+    try:
+        return parse(Path(path).read_text())
+    except FileNotFoundError:
+        raise GoalsError(f"{path}: no such {kind} file") from None
+    except error as exc:
+        raise GoalsError(f"{path}: not {format_name}: {exc}") from None
+
+
 def load_goals(path: Path = GOALS_FILE) -> list[Goal]:
     from benchmarks import all_ops
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise GoalsError(f"{path}: no such goals file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise GoalsError(f"{path}: not valid TOML: {exc}") from None
+    data = _read(path, "goals", tomllib.loads, tomllib.TOMLDecodeError, "valid TOML")
     return parse_goals(data, str(path), all_ops())
 
 
@@ -156,12 +162,7 @@ def load_results(path) -> list[dict]:
     head, _, tail = file.rpartition(":")
     if head and tail.isidentifier() and not Path(file).exists():
         file, key = head, tail
-    try:
-        data = json.loads(Path(file).read_text())
-    except FileNotFoundError:
-        raise GoalsError(f"{file}: no such results file") from None
-    except json.JSONDecodeError as exc:
-        raise GoalsError(f"{file}: not JSON: {exc}") from None
+    data = _read(file, "results", json.loads, json.JSONDecodeError, "JSON")
     if key:
         if not (isinstance(data, dict) and key in data):
             held = ", ".join(map(repr, data)) if isinstance(data, dict) else "no keys"
