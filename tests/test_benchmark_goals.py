@@ -209,3 +209,35 @@ def test_a_recorded_h200_run_of_matmul():
     assert by_metric == {"speedup": ["met", "met"], "graph_speedup": ["met", "met"],
                          "best_library": ["not measured", "not measured"],
                          "above_kernel_us": ["not measured"]}
+
+
+def test_launch_overhead_writes_records_the_checker_reads(tmp_path, monkeypatch, capsys):
+    """The benchmark's glue on a machine without a GPU: the timings are stand-ins (ours 30
+    us, stubbed 12, torch 50, the kernel 4 in its graph), the rows and the JSON are real,
+    and the launch is restored after its stubbed round."""
+    from types import SimpleNamespace
+
+    from triton.runtime.jit import JITFunction
+
+    from benchmarks import launch_overhead, timing
+    from kernels import fast_launch
+    from triton_cts.profiles import load_profiles, vendor_selection
+    real_run, real_direct = JITFunction.run, fast_launch._run_compiled
+    bench = Bench("gelu", (8, 1024), torch.bfloat16, lambda: None, lambda: None)
+    times = iter([30.0, 12.0, 50.0])
+    monkeypatch.setattr(vendor_selection, "attached_device",
+                        lambda: SimpleNamespace(name="stand-in GPU"))
+    monkeypatch.setattr(vendor_selection, "match_device",
+                        lambda device, profiles: load_profiles()["nvidia-sm90-h200"])
+    monkeypatch.setattr(launch_overhead, "small_benches", lambda op, dtype, profile: [bench])
+    monkeypatch.setattr(launch_overhead, "per_call_us", lambda fn, calls: next(times))
+    monkeypatch.setattr(timing, "graph_ms_or_nan", lambda fn: 0.004)
+    out = tmp_path / "launch.json"
+    assert launch_overhead.main(["--op", "gelu", "--json", str(out)]) == 0
+    assert (JITFunction.run, fast_launch._run_compiled) == (real_run, real_direct)
+    assert "above kernel" in capsys.readouterr().out
+    [rec] = goals.load_results(out)
+    assert (rec["shape"], rec["launch_path_us"]) == ("8x1024", 18.0)
+    assert math.isclose(rec["kernel_us"], 4.0) and math.isclose(rec["above_kernel_us"], 26.0)
+    parsed = _parse({"op": "gelu", "dtype": "bfloat16", "above_kernel_us": 25})
+    assert [v.status for v in evaluate(parsed, [(out.name, [rec])])] == ["short"]
