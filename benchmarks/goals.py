@@ -273,7 +273,8 @@ def summary(verdicts: list[Verdict]) -> str:
 def main(argv=None) -> int:
     from tabulate import tabulate
     parser = argparse.ArgumentParser(prog="python -m benchmarks.goals",
-                                     description=__doc__.split("\n\n")[0])
+                                     description=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", help="results JSON files, oldest first")
     parser.add_argument("--goals", default=str(GOALS_FILE),
                         help="goals file (default: benchmarks/goals.toml)")
