@@ -186,11 +186,16 @@ def _matches(goal: Goal, rec: dict) -> bool:
             and (not goal.precision or rec.get("precision", "") == goal.precision))
 
 
+def _library_field(rec: dict) -> str:
+    """The field ours and the libraries are compared on: % of copy for a memory-bound
+    record, TFLOP/s for a compute-bound one."""
+    return "pct_copy" if "pct_copy" in rec else "tflops"
+
+
 def _value(rec: dict, metric: str) -> float | None:
     """The record's value of ``metric`` (for best_library: the value libraries are
     compared on), None where the record does not measure it."""
-    field = "pct_copy" if metric == "best_library" and "pct_copy" in rec else \
-        "tflops" if metric == "best_library" else METRICS[metric][0]
+    field = _library_field(rec) if metric == "best_library" else METRICS[metric][0]
     value = rec.get(field)
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
@@ -198,7 +203,7 @@ def _value(rec: dict, metric: str) -> float | None:
 def _best_library(rec: dict) -> tuple[str, float] | None:
     """(name, value) of the fastest library on the record's cell, by the field ours is
     compared on; None where no library has a number there."""
-    field = "pct_copy" if "pct_copy" in rec else "tflops"
+    field = _library_field(rec)
     timed = [(name, lib[field]) for name, lib in (rec.get("libraries") or {}).items()
              if isinstance(lib, dict) and isinstance(lib.get(field), (int, float))
              and math.isfinite(lib[field])]
