@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     from triton_cts.profiles.vendor_selection import attached_device, match_device
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--op", action="append", default=[], choices=ALL_OPS)
     parser.add_argument("--json", help="write the results to this file")

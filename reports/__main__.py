@@ -5,6 +5,7 @@ an incomplete shard set without --allow-partial)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 
@@ -14,7 +15,8 @@ from reports.diff import diff
 from reports.merge import merge
 from triton_cts.results import behaviour
 from triton_cts.results.records import conforms, outcome, run_problems, summary_table, verdict
-from triton_cts.results.report_io import ReportError, atomic_write, dump_report, load_report
+from triton_cts.results.report_io import (ReportError, atomic_write, dump_report, load_report,
+                                          unwritable)
 
 
 def _bad_evidence(doc: dict) -> bool:
@@ -35,7 +37,15 @@ def _print_problems(doc: dict, out=sys.stdout, limit: int = 20) -> None:
             print(f"  ... and {len(not_run) - limit} more", file=out)
 
 
+def _writable(option: str, path: str) -> None:
+    """Refuse an output path that cannot be written before any work is done."""
+    why = unwritable(path)
+    if why:
+        raise ReportError(f"{option} {path}: cannot be written: {why}")
+
+
 def cmd_merge(args) -> int:
+    _writable("-o", args.output)
     docs = [(path, load_report(path, any_version=args.force)) for path in args.shards]
     doc = merge(docs, force=args.force, allow_partial=args.allow_partial)
     dump_report(doc, args.output)
@@ -48,6 +58,7 @@ def cmd_merge(args) -> int:
 def cmd_html(args) -> int:
     from reports.html import render
 
+    _writable("-o", args.output)
     doc = load_report(args.report)
     atomic_write(args.output, render(doc))
     print(f"{len(doc['records'])} records -> {args.output}")
@@ -76,6 +87,11 @@ def _ratio(d, tid) -> str:
 
 def cmd_diff(args) -> int:
     old, new = load_report(args.old), load_report(args.new)
+    shared = {r["test_id"] for r in old["records"]} & {r["test_id"] for r in new["records"]}
+    if old["records"] and new["records"] and not shared:
+        raise ReportError(f"diff: {args.old} ({len(old['records'])} checks) and {args.new} "
+                          f"({len(new['records'])} checks) share no check: they are runs of "
+                          f"unrelated selections, so there is nothing to compare")
     d = diff(old, new, allow_removed=args.allow_removed)
     if d.new_failures:
         print(f"new failures, most out of bounds first ({len(d.new_failures)}):")
@@ -157,21 +173,69 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(run=cmd_diff)
     s = sub.add_parser("summary", help="print the op x profile matrix and the verdict")
     s.add_argument("report", metavar="IN.json")
-    s.add_argument("--format", default="simple", help="tabulate table format (default simple)")
+    s.add_argument("--format", default="simple", type=_table_format,
+                   help="tabulate table format: simple (default), github, grid, ...")
     s.set_defaults(run=cmd_summary)
     return p
 
 
+def _table_format(name: str) -> str:
+    from tabulate import tabulate_formats
+
+    if name not in tabulate_formats:
+        raise argparse.ArgumentTypeError(f"{name!r} is not a table format (one of: "
+                                         f"{', '.join(sorted(tabulate_formats))})")
+    return name
+
+
+class _PipeSafe:
+    """stdout that drops what it cannot write once its reader has gone (``| head``): the
+    command ends with its own exit status, without a traceback or an error line."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.gone = True
+        try:  # the interpreter's last flush at exit must not fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    out = sys.stdout = _PipeSafe(sys.stdout)
     try:
         return args.run(args)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
+    finally:
+        out.flush()
+        sys.stdout = out.stream
 
 
 if __name__ == "__main__":

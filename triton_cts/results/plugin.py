@@ -52,6 +52,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "test id; 'python -m reports merge' joins the shards' JSON.")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Refuse an unknown ``--hypothesis-profile`` before hypothesis' plugin loads it (its
+    InvalidArgument ends the run in an INTERNALERROR)."""
+    name = config.getoption("hypothesis_profile", None)
+    if not name:
+        return
+    from hypothesis import settings
+    try:
+        settings.get_profile(name)
+    except Exception:  # hypothesis.errors.InvalidArgument: not registered
+        known = sorted(getattr(settings, "_profiles", {}) or ())
+        raise pytest.UsageError(f"--hypothesis-profile {name}: no such hypothesis profile"
+                                + (f" (registered: {', '.join(known)})" if known else "")) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from triton_cts.execution.size_budget import max_numel_override
     from triton_cts.results.report_io import check_outputs
