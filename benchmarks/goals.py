@@ -9,8 +9,10 @@ how much) or not measured. A goal no given file measured is never counted as met
 
 Where several files hold a cell, the last file named on the command line that measured it
 is the one read (name the newest last; ``FILE.json:KEY`` names a run kept under one key of
-a file that holds several). Exit 0 when every goal is met, 1 otherwise, 2 for
-a goals file or results file that cannot be read."""
+a file that holds several). A device's results history (``benchmarks/results/h200.jsonl``)
+reads as its runs, oldest first, so each cell is read from the latest run that measured
+it; ``HISTORY.jsonl:EXPERIMENT`` reads one experiment's runs only. Exit 0 when every goal
+is met, 1 otherwise, 2 for a goals file or results file that cannot be read."""
 from __future__ import annotations
 
 import argparse
@@ -180,6 +182,38 @@ def load_results(path) -> list[dict]:
     return records
 
 
+def load_history(path) -> list[tuple[str, list[dict]]]:
+    """(source, records) of each benchmark or launch-overhead run a results history holds,
+    oldest first; ``HISTORY.jsonl:EXPERIMENT`` keeps that experiment's runs only."""
+    from benchmarks.history import HistoryError, experiments, read_history, results_records
+    file, _, experiment = str(path).partition(".jsonl")
+    file += ".jsonl"
+    experiment = experiment.removeprefix(":")
+    try:
+        rows = read_history(file)
+    except HistoryError as exc:
+        raise GoalsError(str(exc)) from None
+    names = experiments(rows)
+    if experiment and experiment not in names:
+        raise GoalsError(f"{file}: no experiment {experiment!r}; "
+                         "python -m benchmarks.history experiments lists them")
+    runs = []
+    for name in [experiment] if experiment else names:
+        mine = [r for r in rows if r["experiment"] == name]
+        for run in dict.fromkeys(r["run"] for r in mine):
+            records = results_records([r for r in mine if r["run"] == run])
+            if records:
+                runs.append((f"{file}:{name}" + (f" ({run})" if run else ""), records))
+    return runs
+
+
+def load_sources(path) -> list[tuple[str, list[dict]]]:
+    """(source, records) of a results file, or of each run of a results history."""
+    if ".jsonl" in str(path):
+        return load_history(path)
+    return [(str(path), load_results(path))]
+
+
 def _matches(goal: Goal, rec: dict) -> bool:
     return (rec["op"] == goal.op and rec["dtype"] == goal.dtype
             and (not goal.shape or rec["shape"] == goal.shape)
@@ -280,13 +314,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.goals",
                                      description=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", nargs="+", help="results JSON files, oldest first")
+    parser.add_argument("results", nargs="+",
+                        help="results JSON files or histories (.jsonl), oldest first")
     parser.add_argument("--goals", default=str(GOALS_FILE),
                         help="goals file (default: benchmarks/goals.toml)")
     args = parser.parse_args(argv)
     try:
         goals = load_goals(Path(args.goals))
-        results = [(name, load_results(name)) for name in args.results]
+        results = [run for name in args.results for run in load_sources(name)]
     except GoalsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

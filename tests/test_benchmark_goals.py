@@ -195,13 +195,12 @@ def test_a_launch_overhead_record_without_a_kernel_time_does_not_meet_its_goal()
 
 
 def test_a_recorded_h200_run_of_matmul():
-    """The bf16 matmul cells of a recorded H200 run: per call 0.967x and 1.005x torch, in
-    graphs 0.959x and 1.015x; that run timed no library, so its best-library goals are
-    not measured."""
+    """The bf16 matmul cells of a recorded H200 run (experiment h200-triton3.6-matmul-final
+    of the H200's results history): per call 0.967x and 1.005x torch, in graphs 0.959x and
+    1.015x; that run timed no library, so its best-library goals are not measured."""
     from pathlib import Path
-    path = Path(goals.__file__).parent / "results" / "h200-triton3.6-matmul-final.json"
-    verdicts = [v for v in evaluate(goals.load_goals(), [(path.name,
-                                                          goals.load_results(path))])
+    path = Path(goals.__file__).parent / "results" / "h200.jsonl:h200-triton3.6-matmul-final"
+    verdicts = [v for v in evaluate(goals.load_goals(), goals.load_sources(path))
                 if v.goal.op == "matmul"]
     by_metric = {}
     for v in verdicts:
@@ -209,6 +208,26 @@ def test_a_recorded_h200_run_of_matmul():
     assert by_metric == {"speedup": ["met", "met"], "graph_speedup": ["met", "met"],
                          "best_library": ["not measured", "not measured"],
                          "above_kernel_us": ["not measured"]}
+    measured = sorted(round(v.measured, 3) for v in verdicts if v.goal.metric == "speedup")
+    assert measured == [0.967, 1.005]
+
+
+def test_the_whole_history_reads_each_cell_from_its_latest_run(tmp_path):
+    """A history reads as its runs oldest first: a cell is judged on the latest run that
+    measured it, as with run files named oldest first."""
+    table = tmp_path / "h200.jsonl"
+    for day, experiment, pct in (("2026-11-01", "old", 70.0), ("2026-11-02", "new", 81.0)):
+        run = tmp_path / f"{experiment}.json"
+        run.write_text(json.dumps({"environment": {"device": "NVIDIA H200"}, "results": [
+            _rec("layer_norm", "float32", "4096x16384", pct_copy=pct)]}))
+        from benchmarks import history
+        history.append(run, experiment, commit=None, date=day, history=table)
+    parsed = _parse({"op": "layer_norm", "dtype": "float32", "shape": "4096x16384",
+                     "pct_copy": 80})
+    [v] = evaluate(parsed, goals.load_sources(table))
+    assert (v.status, v.measured, v.source) == ("met", 81.0, f"{table}:new")
+    [v] = evaluate(parsed, goals.load_sources(f"{table}:old"))
+    assert (v.status, v.source) == ("short", f"{table}:old")
 
 
 def test_launch_overhead_writes_records_the_checker_reads(tmp_path, monkeypatch, capsys):
