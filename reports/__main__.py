@@ -176,6 +176,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--format", default="simple", type=_table_format,
                    help="tabulate table format: simple (default), github, grid, ...")
     s.set_defaults(run=cmd_summary)
+    from reports.scoreboard import add_subcommand  # scoreboard RUN.json ... -o DIR
+    add_subcommand(sub)
     return p
 
 
