@@ -2,8 +2,8 @@
 
 ``kernel[grid](*args, **meta)`` binds and specializes every argument, builds and hashes a
 cache key and checks the kernel's globals on every call: 17-67 us a launch on an H100
-host (benchmarks/results/h100-triton3.6-launch-overhead.md), more than the kernels of
-a small layer norm take. :func:`launch` pays that once per specialization: the first call
+host (benchmarks/results/h100.jsonl, experiment "h100-triton3.6-launch-overhead"), more
+than the kernels of a small layer norm take. :func:`launch` pays that once per specialization: the first call
 goes through Triton (which compiles, or finds the kernel in its cache) and keeps the
 compiled kernel under a key of what Triton specializes on: each tensor's dtype and
 16-byte alignment, each integer's class (1, a multiple of 16, 64-bit), the other

@@ -9,7 +9,7 @@ forward's arrays a column: half the fused tile): the tiled and column strategies
   and the dweight/dbias partials summed in registers), whose partial rows are summed in a
   fixed order (:mod:`.column_sums`). Five passes that do not rely on the cache:
   forward+backward at bf16 1024x65536 went from 53 to 63% of copy on an H100
-  (benchmarks/results/h100-triton3.6-long-rows.md).
+  (benchmarks/results/h100.jsonl, experiment "h100-triton3.6-long-rows").
 """
 from __future__ import annotations
 
