@@ -461,12 +461,9 @@ def _loss_launch(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
         return _ce_fused_kernel, grid, dict(
             meta, BLOCK_M=block_m, BLOCK_V=block_v, GRID_STRIDE=grid_stride,
             num_warps=profile.num_warps_for(block_m * block_v, dtype))
-    # a tile of MAX_FUSED_SIZE; with label smoothing the pass holds a second tile of
-    # temporaries (the terms of the row's sum of x), and half the fused size keeps it
-    # within MAX_FUSED_SIZE's budget (a 4096-element float32 tile with the label's pick
-    # as a second one needed 204864 bytes of the Ascend 910B's 196608-byte unified
-    # buffer). On an H100 (bf16, 8192 x 128256, CUDA graphs) 16384-column tiles ran in
-    # 2.26 ms, 8192-column ones in 2.51 ms
+    # half the fused tile with label smoothing: a second tile of temporaries must fit
+    # (the Ascend 910B's unified buffer overflowed)
+    # measured: benchmarks/results/h100.jsonl, experiment "comments"
     block_v = min(block_v, max(1, max_fused // 2 if smoothing else max_fused))
     return _ce_tiled_kernel, (profile.capped_grid(n_rows),), dict(
         meta, BLOCK_V=block_v, HAS_SMOOTHING=smoothing,

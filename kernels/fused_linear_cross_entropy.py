@@ -88,11 +88,8 @@ def chunk_rows(profile: Profile, n_rows: int, n_classes: int, hidden: int,
     return rows
 
 
-#: A chunk's fixed traffic (the weight read twice, the float32 weight-gradient sum read
-#: and written) takes at most this share of its products' time at the profile's peaks:
-#: 8 gives 4096 rows in bfloat16 on an H200, where chunks of 2048 rows took 45.1 ms at
-#: 8192 x 4096 x 128256 against 42.2 for chunks of 4096 (the 1.5 ms a chunk this model
-#: gives, once per chunk)
+#: Most share of a chunk's products' time its fixed traffic may take at peak
+#: measured: benchmarks/results/h200.jsonl, experiment "comments"
 FIXED_TRAFFIC_SHARE = 8
 
 

@@ -393,9 +393,8 @@ def _all_plan(profile: Profile, op: str, n: int, dtype: torch.dtype) -> tuple:
     one program folds them when there are several."""
     constants, partial_dtype = _constants(profile, op, dtype)
     block = profile.elementwise_block(dtype, n)
-    # a few programs per compute unit, each walking several blocks, where the profile
-    # says so: one program a block left the second stage's single program folding up to
-    # 65535 partials (max and prod over 17M-67M elements at 0.64-0.98x torch on an H100)
+    # a few programs per compute unit, not one a block (a lone second stage was slow)
+    # measured: benchmarks/results/h100.jsonl, experiment "comments"
     grid = profile.reduction_grid(cdiv(n, block), dtype)
     block2 = profile.elementwise_block(partial_dtype, grid)
     return (grid, partial_dtype,

@@ -96,8 +96,8 @@ def checked_shapes(q, k, v, causal, causal_offset, profile, op="attention", **mo
 def _common(dtype, profile, causal, D):
     """Keyword arguments every kernel takes."""
     block_d = max(16, next_power_of_2(D))
-    # float32 dots are IEEE even with tf32 (unlike matmul), as in torch: softmax turns a
-    # score's tf32 error (2^-11 of a few hundred) into 30% of an output (H100, wide_range)
+    # float32 dots IEEE even with tf32, as in torch (tf32 erred 30% on wide_range)
+    # measured: benchmarks/results/h100.jsonl, experiment "comments"
     return dict(SELECT_LOADS=profile.select_loads, BLOCK_D=block_d, EVEN_D=D == block_d), \
         dict(CAUSAL=bool(causal), FP64=dtype == torch.float64, INPUT_PRECISION="ieee")
 

@@ -344,15 +344,12 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     ``flag_key`` is what the operands' constexprs are built from (``_Backward.flag_key``)."""
     block_n = next_power_of_2(n_cols)
     block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
-    # a few programs per compute unit: one (the source article's rule) left an H200's SMs
-    # with too few warps in flight to hide memory latency (16-bit rows may take more)
+    # a few programs per compute unit: one left too few warps in flight
+    # measured: benchmarks/results/h200.jsonl, experiment "comments"
     partials = profile.compute_units * profile.partials_for(dtype, stacked=block_m > 1)
     programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
-    # layer norm without masks where a program holds one whole row: its masks feed selects
-    # (of x - mean and xhat). On an H200 (two alternating rounds, CUDA graphs, forward +
-    # backward % of copy) bf16 16384x4096 went 67 -> 68; stacked rows lost (float32
-    # 32768x1024 91 -> 86), as did RMS norm, whose masks only guard loads and stores
-    # (fused add + RMS norm backward, bf16 16384x4096: 69 -> 62)
+    # without masks where a program holds one row (faster; stacked rows, RMS norm slower)
+    # measured: benchmarks/results/h200.jsonl, experiment "comments"
     even = not flag_key[0] and block_m == 1 and n_cols == block_n
     # one row a program, where the profile says: the next row's x and dy are loaded before
     # this row's sums, so a program keeps loads in flight through them (stacked rows lost

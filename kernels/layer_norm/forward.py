@@ -203,15 +203,8 @@ def _layer_norm_fwd_tiled_kernel(
         rowscale = 1.0
         if HAS_ROWSCALE:
             rowscale = _to_acc(tl.load(ROWSCALE + row), COMPUTE_FP64)
-        # With FIRST_TILE_SUMMED (RMS norm on float32) the first tile's sums are added
-        # before the walk over the rest of the row. Layer norm reads its first tile for the
-        # shift (the mean of the tile) and walks the whole row, reading the tile again from
-        # cache. Each measured faster so on an H200 (triton 3.6, CUDA graphs, % of copy at
-        # 1024x65536, two alternating rounds): RMS norm float32 73 -> 78 summing the tile
-        # first, bf16 82 either way (and its sm_90 spills with a residual went from 8 to
-        # 16 bytes a thread under triton 3.6); layer norm bf16 70 reading the tile again
-        # against 67 summing it from the registers its shift came from, float32 65 against
-        # 62 (at 2048x32768 float32 69 against 72).
+        # FIRST_TILE_SUMMED (RMS norm float32) adds the first tile's sums first; faster
+        # measured: benchmarks/results/h200.jsonl, experiment "comments"
         # d = x' - shift is exact when |mean| >> std, and the tile is a fraction f of the
         # row, so (mean - shift)^2 <= var / f: E[d^2] - E[d]^2 loses at most a factor
         # 1 + 1/f of float32 rounding to cancellation, however the row is ordered.
@@ -236,10 +229,8 @@ def _layer_norm_fwd_tiled_kernel(
             # a first tile with inf or NaN: no shift, so the sums are plain sums and the mean
             # is what sum / N gives (with a finite shift, d keeps every inf and NaN of x')
             shift = tl.where(shift - shift == 0, shift, 0.0)
-        # Each tile is reduced to scalars at once, so no tile-wide accumulator is live and
-        # a tile can be the whole row tile: with four [BLOCK_N] accumulators the tile was a
-        # quarter of it, and each SM had too few loads in flight (bf16 1024x65536 on an
-        # H100: 59% of copy, 73% with whole tiles reduced at once).
+        # each tile reduced to scalars at once, so a tile can be the whole row tile
+        # measured: benchmarks/results/h100.jsonl, experiment "comments"
         for start in range(FIRST_TILE_SUMMED * BLOCK_N, N, BLOCK_N):
             cols = start + tl.arange(0, BLOCK_N)
             offs, load_offs, mask = _row_offsets(row, cols, N, SELECT_LOADS, EVEN_N)
@@ -266,13 +257,9 @@ def _layer_norm_fwd_tiled_kernel(
             tl.store(MEAN + row, mean.to(MEAN.dtype.element_ty))
         rstd = 1.0 / tl.sqrt(var + eps)
         tl.store(RSTD + row, rstd.to(RSTD.dtype.element_ty))
-        # second pass: recompute x' (the same values: tl.rand is counter-based), normalize.
-        # Last tile first: the tiles read last are the likeliest still in cache (bf16
-        # 1024x65536 on an H100: 73% of copy in this order, 59-74% first tile first).
-        # Its tiles may be shorter than the first pass's (the profile's
-        # layer_norm_normalize_tile_bytes): x', w, b and y of a tile are live together
-        # here, and at the 64-register cap of two bf16 programs an SM the whole tile spilled
-        # (sm_90: 8 bytes a thread under triton 3.6, 16 under 3.9; none at half the tile)
+        # second pass: recompute x' (tl.rand is counter-based), normalize, last tile first
+        # (likeliest in cache), in layer_norm_normalize_tile_bytes tiles (a whole one spilled)
+        # measured: benchmarks/results/h100.jsonl, experiment "comments"
         n_tiles = tl.cdiv(N, NORM_BLOCK)
         for i in range(0, n_tiles):
             out_cols = (n_tiles - 1 - i) * NORM_BLOCK + tl.arange(0, NORM_BLOCK)
@@ -460,11 +447,8 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
             _layer_norm_fwd_fused_kernel, grid, **meta, BLOCK_M=block_m, BLOCK_N=block_n,
             SLICE_BROADCAST=profile.slice_broadcast, GRID_STRIDE=grid_stride,
             PAIRED_SUMS=profile.multi_operand_reduce,
-            # layer norm without masks (N a constant) where the tile is the whole rows: its
-            # masks feed selects. On an H200 (two alternating rounds, CUDA graphs) 4096x16384
-            # went 82.5 -> 84.5% of copy (bf16) and 89.5 -> 92.5 (float32), the other
-            # shapes within half a point; RMS norm keeps its masks (float32 4096x16384 95 ->
-            # 92 without: ptxas spilled at the 32-register cap of two 32-warp programs an SM)
+            # layer norm without masks where the tile is the rows (RMS norm: spills)
+            # measured: benchmarks/results/h200.jsonl, experiment "comments"
             EVEN_ROWS=not rms and n_rows % block_m == 0, EVEN_N=not rms and n_cols == block_n,
             WEIGHT_FIRST=block_m == 1 and profile.weight_first(
                 "rms_norm" if rms else "layer_norm", block_n, dtype),
@@ -472,46 +456,28 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
                 block_m * block_n, dtype,
                 "rms_norm_num_warps_by_block" if rms else "layer_norm_num_warps_by_block"))
     if not (rms or store_residual_out or has_dropout):
-        # plain layer-norm rows past the fused tile: split over a group of resident programs,
-        # x read once, where the profile has the tile (kernels/layer_norm/row_groups.py).
-        # RMS norm keeps the tiled kernel: it walks a row twice, not three times, and on an
-        # H100 (float32, row groups against tiled) went 80 -> 86% of copy at 1024x65536 but
-        # 98 -> 89% at 2048x32768
+        # long layer-norm rows in row groups (row_groups.py); RMS norm stays tiled (faster)
+        # measured: benchmarks/results/h100.jsonl, experiment "comments"
         groups = forward_row_groups_plan(profile, n_rows, n_cols, dtype, rms, has_bias,
                                          units, interpreting)
         if groups is not None:
             return groups
     block_n, options = _tiled_forward_block(n_cols, dtype, profile, has_dropout)
-    # layer norm's first pass unhinted: keeping it measured slower than hinting only the
-    # second (H100, triton 3.6, CUDA graphs, 1024x65536: bf16 75% of copy against 80%,
-    # float32 72% against 74%); RMS norm keeps it (86% against 82% bf16)
-    # layer norm walks each row three times (shift tile, sums, normalization), as the online
-    # softmax walks it twice: on 32-bit data the profile may cap the programs per compute
-    # unit so that the rows in flight stay in L2 (H100, float32 1024x65536: 74 -> 75% of
-    # copy at one an SM). RMS norm keeps a program a row: capped, 2048x32768 fell 97 -> 92
+    # L2 hints: layer norm's first pass unhinted, programs capped on 32-bit data
+    # measured: benchmarks/results/h100.jsonl, experiment "comments"
     grid = profile.capped_grid(n_rows) if rms else profile.online_grid(n_rows, dtype)
-    # layer norm's normalizing walk in shorter tiles where the profile says: on an H200
-    # (triton 3.6, CUDA graphs, two rounds) bf16 1024x65536 went 74 -> 76.5% of copy at half
-    # the tile; RMS norm, which reads no bias, fell 82 -> 79 so
+    # the normalizing walk in the profile's shorter tiles, layer norm only
+    # measured: benchmarks/results/h200.jsonl, experiment "comments"
     norm_block = block_n if rms else profile.layer_norm_normalize_tile(dtype, block_n)
     return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (grid,),
                          **meta, BLOCK_N=block_n, NORM_BLOCK=norm_block,
                          PAIRED_SUMS=profile.multi_operand_reduce,
-                         # a third per-tile sum (of x') on float64 only: without it, on an
-                         # H200 (triton 3.6, CUDA graphs, two alternating rounds, % of copy
-                         # at 1024x65536 / 2048x32768), float32 went 73.5 -> 75.9 / 74.3 ->
-                         # 77.4. Before the kernel lost its masks it measured the other way
-                         # for float32 (64 / 70 with it, 61-62 / 66 without, at 1024x65536 /
-                         # 4096x32768), not for bf16 (53 / 50 with it, 58-59 / 56-57
-                         # without). float64 was not timed
+                         # the third per-tile sum on float64 only
+                         # measured: benchmarks/results/h200.jsonl, experiment "comments"
                          THIRD_SUM=dtype.itemsize >= 8,
                          FIRST_TILE_SUMMED=rms and dtype.itemsize == 4,
-                         # layer norm without masks where the tile divides the row: it
-                         # executed 1.6-2x RMS norm's instructions, masks and selects among
-                         # them; on an H200 (two alternating rounds, CUDA graphs) 1024x65536
-                         # went 70 -> 74% of copy (bf16) and 66 -> 73-74% (float32), 2048x32768
-                         # 71 -> 73 and 69 -> 75. RMS norm keeps its masks: float32 78 -> 76 at
-                         # 1024x65536 without them (87 -> 89 at 2048x32768), bf16 within a point
+                         # layer norm without masks where the tile divides the row
+                         # measured: benchmarks/results/h200.jsonl, experiment "comments"
                          EVEN_N=not rms and n_cols % block_n == 0,
                          **l2_hints(profile, keep=rms),
                          **options)

@@ -52,10 +52,8 @@ def _row_sums(DY, X, W, row, N, mean, rstd, BLOCK_N: tl.constexpr, IS_RMS: tl.co
         d = tl.where(mask, x - mean, 0.0)
         g = dy * w
         if TRIPLE_SUMS:
-            # one reduction pass for the three: on an H200 (triton 3.6, CUDA graphs)
-            # forward+backward took 1-3% less time at 4096x16384 and 1024x65536, bf16
-            # and float32 (float32 4096x16384: 58 -> 60% of copy); not for float64,
-            # whose three float64 sums spilled 8 bytes a thread on sm_80 (triton 3.6)
+            # one reduction pass for the three: faster, not for float64 (it spilled)
+            # measured: benchmarks/results/h200.jsonl, experiment "comments"
             tile_gd, tile_g, tile_d = tl.reduce((g * d, g, d), 0, _add_triple)
             sum_gd += tile_gd
             sum_g += tile_g
@@ -363,9 +361,8 @@ def _columns_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     blocks, rows a split and (column block, split) pairs, its launch) of the column
     strategy."""
     flags = _backward_flags(profile, dtype, *flag_key)
-    # the tiled backward's tile, with a forward tile's warps: a program holds x, dy and w
-    # of one tile and no second pass (the tiled dx kernel's 32 warps at float32 8192-column
-    # tiles: forward+backward at 4096x16384 on an H100, 66% of copy against 70% at 16)
+    # a forward tile's warps for the tiled backward (32 warps measured slower)
+    # measured: benchmarks/results/h100.jsonl, experiment "comments"
     block_n, _ = _tiled_backward_block(n_cols, dtype, profile)
     options = profile.launch_options_for(block_n, dtype)
     sums = PlannedLaunch(

@@ -51,10 +51,8 @@ from ..row_align import aligned, row_align
 
 #: Partial sums stored per row and part (three used; four keeps a part's slot aligned)
 SUMS_PER_ROW = 4
-#: Meetings a group holds past which its dweight/dbias sums are compensated: each lane
-#: adds one term a meeting, and a plain float32 sum of 7944 terms a lane (2097153 rows of
-#: 4 columns, 264 groups of one program) missed the dbias bound on an H100, where the
-#: column strategy's sums over row tiles held
+#: Meetings past which dweight/dbias sums are compensated (a plain sum missed the bound)
+#: measured: benchmarks/results/h100.jsonl, experiment "comments"
 COMPENSATE_MEETINGS = 1024
 
 
@@ -362,9 +360,8 @@ def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dt
     planned = PlannedLaunch(
         _layer_norm_bwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
         ROWS=rows, BLOCK_N=block_n, PREFETCH=tile[4:] == (2,),
-        # layer norm without masks where its tiles divide the rows, as the fused backward
-        # (on an H200, bf16 forward + backward 4096x16384 / 1024x65536 went 64.5 -> 67.4 /
-        # 60 -> 62.5% of copy, float32 74 -> 78 / 67.6 -> 69.6; two alternating rounds)
+        # layer norm without masks where its tiles divide the rows (measured faster)
+        # measured: benchmarks/results/h200.jsonl, experiment "comments"
         EVEN_ROWS=even and n_rows % rows == 0, EVEN_N=even,
         COMPENSATED=cdiv(n_rows, n_groups * rows) > COMPENSATE_MEETINGS,
         TRIPLE_SUMS=profile.multi_operand_reduce, SLICE_BROADCAST=profile.slice_broadcast,

@@ -352,18 +352,15 @@ def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
 
 
 def _forward_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
-    # short rows stack up to the profile's row stack, longer ones get a program each:
-    # many small programs hide memory latency better than few wide ones (on an H200, one
-    # 1024-column row per program ran 25-39% faster than stacking rows up to the fused tile)
+    # short rows stacked up to the row stack, longer ones a program each (faster)
+    # measured: benchmarks/results/h200.jsonl, experiment "comments"
     stack = profile.row_stack_elements(dtype)
     return min(stack, _forward_row_tile(dtype, profile, True)) if dropout else stack
 
 
 def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
-    # short rows of the fused backward stack up to half its row tile: it keeps twice the
-    # forward's arrays (x, dy, xhat, dy * w, dx, all float32) and then the dweight/dbias
-    # sums. (Stacking them only up to an elementwise block of 1024 float32 elements took
-    # float32 forward+backward at 32768x1024 from 0.175 to 0.29 ms on an H200.)
+    # the fused backward stacks short rows up to half its row tile (twice the arrays)
+    # measured: benchmarks/results/h200.jsonl, experiment "comments"
     return max(1, _backward_row_tile(dtype, profile) // 2)
 
 

@@ -31,9 +31,8 @@ def _matmul_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    # The grid-stride loop only where the grid is capped: the persistent loop around the
-    # pipelined K loop and masks along K together cost up to 13% a config on an H200
-    # (bf16, 4096^3 and 8192^3)
+    # The grid-stride loop only where the grid is capped (it cost up to 13%)
+    # measured: benchmarks/results/h200.jsonl, experiment "comments"
     step, stop = block_range(pid, num_pid_m * num_pid_n, GRID_STRIDE)
     for tile in range(pid, stop, step):
         # grouped ordering: tile -> (pid_m, pid_n), column-major inside a group of rows

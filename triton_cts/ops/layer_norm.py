@@ -17,24 +17,14 @@ FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LAYER_NORM_EPS = 1e-5
 RMS_NORM_EPS = 1e-6
 
-#: Forward: y keeps torch's default bounds (on an H200, shapes up to 4096x4096 and
-#: 1x100000: at most 0.49 of the bound in fp16, 0.24 in bf16, 0.11 in fp32). The float32
-#: mean is a reduction over N: for inputs of wide dynamic range (|x| up to ~4e4 around a
-#: mean of ~100, the suite's "wide_range" values) any float32 sum rounds at the scale of
-#: its partial sums, 2^-24 * |partial| / N per step: numpy's own float32 mean of such a
-#: 61-element row was 9.1e-5 off, this kernel 7.6e-5, against the default atol of 1e-5.
-#: float32 outputs get atol 1e-3 (over 10x the worst seen); one bound serves every output,
-#: so y (errors ~1e-6) is checked more loosely than it could be.
+#: Forward: y keeps torch's bounds; float32 outputs get atol 1e-3, a wide-range float32
+#: mean rounds at its partial sums' scale (one bound serves every output)
+#: measured: benchmarks/results/h200.jsonl, experiment "comments"
 FORWARD_TOLERANCES = {torch.float32: (1.3e-6, 1e-3)}
 
-#: Backward: dx reduces over N, but dweight and dbias reduce over all R rows, so their
-#: absolute error grows with R: at most about R * 2^-24 * mean|dy * xhat| for float32
-#: partial sums (the atomic strategy adds them in a different order on every run).
-#: Measured on an H200 with randn data, worst strategy (atomic): 12x torch's fp32 default
-#: bound at R = 8192 and 2.1x its fp16 one at R = 4096; with atol = 1e-3 the worst was
-#: 0.63 of the bound, at R = 65536 (N = 64). One bound serves every output, so dx, whose
-#: own error is about 1e-6, is checked more loosely than it could be. fp16/bf16 keep their
-#: rtol (the output's rounding); float64 accumulates in float64 and keeps the default.
+#: Backward: dweight/dbias reduce over all rows, so their error grows with R (atol 1e-3);
+#: fp16/bf16 keep their rtol, float64 the default
+#: measured: benchmarks/results/h200.jsonl, experiment "comments"
 BACKWARD_TOLERANCES = {
     torch.float16: (1e-3, 1e-3),
     torch.bfloat16: (1.6e-2, 1e-3),

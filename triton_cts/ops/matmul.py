@@ -39,10 +39,8 @@ TOLERANCES = {
 #: reading profile["dtypes.tf32"].
 TF32_TOLERANCE = (1e-2, 1e-2)
 
-#: float32 ulps of a unit-size accumulator that one 16-deep tensor-core MMA step may lose:
-#: the accumulators do not round to nearest, so the loss grows with K/16 rather than
-#: sqrt(K). An fp16 product with K = 65536 on an H200 (the 2^31-element check) erred by
-#: 1.45e-4 on unit-size results, 0.3 ulp per step; one ulp per step is allowed.
+#: float32 ulps one 16-deep tensor-core MMA step may lose (no round to nearest)
+#: measured: benchmarks/results/h200.jsonl, experiment "comments"
 ULPS_PER_MMA_STEP = 1.0
 MMA_DEPTH = 16
 

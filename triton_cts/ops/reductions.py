@@ -23,16 +23,9 @@ EXACT = {dt: (0.0, 0.0) for dt in FLOATS}
 # products that round to a subnormal or to 0 in the output dtype. (Beyond ~2^17 factors,
 # rounding them to bf16 skews their product toward 0, and bf16 checks rest on atol.)
 PROD_TOLERANCES = {torch.float32: (4e-4, 1e-5), torch.float16: (2e-3, 1e-5)}
-#: Factors the rtol above was measured for. Beyond them the error keeps growing about
-#: linearly with n (x6 from 2^20 to 2^22; 7.9e-4 at 2^24 on an H200, where the grid-edge
-#: checks draw), so the bound grows with n there (_prod_error_scale). At 2^26 factors
-#: (the grid-edge shape (4095, 16385), s = 10 / sqrt(n)) the factors lie within 0.7% of
-#: 1, where float32 multiplies round with a bias (-5e-10 relative a multiply, measured):
-#: a float32 tree then erred by 2.3% (any order: 1.440 against 1.475), per-lane
-#: sequential products by 0.1-0.5%, against this model's 6.4e-3. torch's float32 prod
-#: on an H100 erred at most half as much on that input (the torch oracle failed the
-#: tree), so the model stands and the reference kernels multiply in float64 where the
-#: target has it (kernels/reductions.py).
+#: Factors the rtol above was measured for; beyond them the bound grows with n
+#: (_prod_error_scale) and the kernels multiply in float64 where the target has it
+#: measured: benchmarks/results/h200.jsonl, experiment "comments"
 PROD_MEASURED_FACTORS = 1 << 22
 
 
