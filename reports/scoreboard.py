@@ -112,6 +112,11 @@ class Slice:
         return self.passed / self.ran if self.ran else None
 
     @property
+    def implementations(self) -> list[str]:
+        """The implementations checked, by family (``reference`` for reference/tiled)."""
+        return sorted({(r.get("impl") or "-").split("/")[0] for r in self.records})
+
+    @property
     def ops(self) -> set[str]:
         return {r.get("op") or "-" for r in self.records}
 
@@ -297,7 +302,8 @@ def model(runs: list[Run], out_dir, findings_path=FINDINGS,
     all_slices = [s for run in runs for s in slices(run)]
     rows = sorted(all_slices, key=lambda s: (s.target, s.mode, version_key(s.triton), s.torch,
                                              s.run.started, s.run.name))
-    statuses = [s.value for s in Status if any(x.counts[s.value] for x in rows)]
+    statuses = [s.value for s in Status
+                if s is not Status.WAIVED and any(x.counts[s.value] for x in rows)]
     # findings per slice and per op cell
     used: dict[str, dict] = {}
     cell_findings: dict[tuple, list[str]] = defaultdict(list)
@@ -311,14 +317,8 @@ def model(runs: list[Run], out_dir, findings_path=FINDINGS,
                 u = used.setdefault(fid, {"id": fid, "known": fid in findings,
                                           **findings.get(fid, {}), "where": Counter()})
                 u["where"][f"{s.target} {s.mode}, triton {s.triton} (run #{s.run.index})"] += 1
-    # the op x target matrix: the latest run of each target x mode x triton x torch
-    latest: dict[tuple, Slice] = {}
-    for s in rows:
-        key = (s.target, s.mode, s.triton, s.torch)
-        if key not in latest or (s.run.started, s.run.index) > (latest[key].run.started,
-                                                                 latest[key].run.index):
-            latest[key] = s
-    columns = list(latest.values())
+    # the op x target matrix: a column per target x mode x Triton version x run
+    columns = rows
     ops = sorted({op for s in columns for op in s.ops})
     matrix = []
     for op in ops:
