@@ -31,9 +31,9 @@ MiB), and no fewer rows than make a chunk's fixed traffic at most 1 / FIXED_TRAF
 of its products' time: each chunk reads the whole [V, H] weight twice and reads and
 writes the float32 sum of the weight gradient once (2 x size + 8 bytes an element), for
 6 x rows flops an element (three products), at the profile's ``peak.dense_tflops`` and
-``peak.memory_bandwidth_gbs`` (:func:`amortizing_rows`: 4096 rows in bfloat16 on an
-H200, 8192 on an H100, where x's size alone gives 130 rows for the Llama-3 head, and 256
-rows took 3x torch's time on an H200); never more than 1 / DEVICE_MEMORY_SHARE of the
+``peak.memory_bandwidth_gbs`` (:func:`amortizing_rows`; x's size alone gives far fewer
+rows for the Llama-3 head, which were slow: benchmarks/results/h200.jsonl, experiment
+"comments"); never more than 1 / DEVICE_MEMORY_SHARE of the
 profile's device memory (``limits.device_memory_bytes``), so a huge x does not make a
 chunk that fills the device. Where the whole batch as one chunk holds no more memory than
 the chunks together with the float32 sum they need (4 x V x H bytes: the weight

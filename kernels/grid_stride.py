@@ -14,8 +14,8 @@ def block_range(pid, num_blocks, GRID_STRIDE: tl.constexpr):
 
     With GRID_STRIDE (the launcher capped the grid below ``num_blocks``) a grid-stride
     loop; otherwise exactly one block, as a loop the compiler can see runs once: a loop
-    it could not see through cost a fifth of the layer-norm forward's bandwidth (bf16
-    16384x4096 on an H200: 74% -> 90% of copy)."""
+    it could not see through cost a fifth of the layer-norm forward's bandwidth
+    (benchmarks/results/h200.jsonl, experiment "comments")."""
     if GRID_STRIDE:
         return tl.num_programs(0), num_blocks
     else:
@@ -64,8 +64,8 @@ def vector_split(n: int, vector: int) -> tuple[int, bool]:
     fill the widest load a thread issues.
 
     Triton knows of an integer only whether 16 divides it. A mask ``offs < n`` with any
-    other ``n`` is known constant over no two lanes, so every element loads alone: GELU
-    bf16 over 11188 x 2999 elements ran at 31% of copy on an H100 (0.33x torch). The
+    other ``n`` is known constant over no two lanes, so every element loads alone (GELU:
+    benchmarks/results/h100.jsonl, experiment "comments"). The
     kernels mask their blocks by ``n`` rounded down to whole vectors (``aligned(n,
     VECTOR)``), which vectorizes, and where that leaves a tail (TAIL) program 0 does the
     last ``n % VECTOR`` elements alone. Where 16 divides ``n``, VECTOR is 1, no tail, and

@@ -3,9 +3,8 @@
 The two-pass row kernels (the tiled layer-norm forward and backward, the online softmax
 and the looped softmax backward) read a row for its sums, then read it again to write the
 output. Between the two reads every resident program streams its own row through the
-L2, and past about 16384 columns the rows in flight no longer fit: at bf16 1024x65536 on
-an H100 (triton 3.6, ncu) the layer-norm backward's dx kernel read 455 MB from DRAM where
-x and dy are 268, and the tiled forward 190 MB where x is 134.
+L2, and past about 16384 columns the rows in flight no longer fit: the second read comes
+from DRAM again (ncu: benchmarks/results/h100.jsonl, experiment "comments").
 
 Where the profile says the target honours them (``io.l2_eviction_hints``), the launchers
 pass two constexprs: ``KEEP`` ("evict_last") for the first pass's loads, and ``STREAM``

@@ -4,8 +4,8 @@ Triton specializes an integer argument on whether 16 divides it, and on nothing 
 Rows of 3000 bf16 elements are 6000 bytes, so every row starts 16-byte aligned, but with
 nothing known to divide N the compiler cannot prove it: ``row * N + cols`` and the mask
 ``cols < N`` load one element at a time (sm_90 PTX: ``ld.global.b16`` where a multiple of
-16 gets ``ld.global.v4.b32``). On an H100 (triton 3.6, CUDA graphs) layer norm bf16
-11184x3000 ran at 44% of copy (0.63x torch) and 6710x5000 at 25%, against 92% at 3008.
+16 gets ``ld.global.v4.b32``), and ran at a fraction of the aligned shapes' bandwidth
+(benchmarks/results/h100.jsonl, experiment "comments").
 
 A launcher passes :func:`row_align` as the constexpr ``ROW_ALIGN``; the kernel rebuilds
 its row length with :func:`aligned`, the same value whose divisibility the compiler now

@@ -318,8 +318,8 @@ def _plan(profile: Profile, dtype: torch.dtype, B: int, H: int, H_kv: int, Sq: i
     dk/dv over key tiles of BLOCK_N1 keys and dq over the query tiles are one launch where
     the profile takes it (``launch.attention_backward_single_launch``: measured on the
     H200 alone) and all of them fit one program per compute unit: such a call is bound by
-    the host, which spends 7-15 us a launch. Past that, two launches: one launch of every
-    tile ran bf16 8x32x2048x64 11% slower (CUDA graphs). The gradients are bitwise the
+    the host. Past that, two launches: one launch of every tile ran slower
+    (benchmarks/results/h200.jsonl, experiment "comments"). The gradients are bitwise the
     same either way.
     """
     shape_kw, kw = _common(dtype, profile, causal, D)

@@ -274,7 +274,7 @@ def _row_tile(dtype: torch.dtype, profile: Profile) -> int:
     """Most columns of one row a program holds at once. A held row is float32 in registers
     whatever the input dtype, so MAX_FUSED_SIZE is counted in float32 elements: counted in
     bf16 elements, a 32768-column row spilled (224 bytes of stack on sm_90) and the bf16
-    forward ran at a third of the float32 one's bandwidth on an H200."""
+    forward was slower (benchmarks/results/h200.jsonl, experiment "comments")."""
     return profile.max_fused_elements(_acc_dtype(dtype))
 
 
@@ -295,7 +295,7 @@ def _backward_row_tile(dtype: torch.dtype, profile: Profile) -> int:
     """Longest row the fused backward holds: half the row tile. Per column it keeps x, dy,
     the weight, dx and the dweight/dbias sums, about twice the forward's arrays: at the
     full row tile (16384 columns on sm_90) it spilled 184 to 384 bytes a thread at 16 or 32
-    warps, and took 250 us where torch's backward took 262 (bf16 4096x16384, H200)."""
+    warps (benchmarks/results/h200.jsonl, experiment "comments")."""
     return max(1, _row_tile(dtype, profile) // 2)
 
 
@@ -318,9 +318,9 @@ def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
     quarter. Warps are those of twice the tile (x' and its centred copy are live
     together), four times with dropout: at the tile's own warps bf16 spilled 8-16 bytes a
     thread on sm_100 and sm_120, and the dropout quarter 16-24 bytes on sm_90, where 16
-    and 32 warps ran alike (bf16 1024x65536 on an H100: 73-75% of copy). The warps (and a
-    register cap, where the entry keeps several programs resident) come from the
-    profile's ``layer_norm_tiled_num_warps_by_block``."""
+    and 32 warps ran alike (benchmarks/results/h100.jsonl, experiment "comments"). The
+    warps (and a register cap, where the entry keeps several programs resident) come from
+    the profile's ``layer_norm_tiled_num_warps_by_block``."""
     tile = _forward_row_tile(dtype, profile, dropout) // (2 if dropout else 1)
     block = max(1, min(tile, next_power_of_2(n_cols)))
     return block, profile.launch_options_for((4 if dropout else 2) * block, dtype,
@@ -337,8 +337,8 @@ def _tiled_backward_block(n_cols: int, dtype: torch.dtype,
     forward it reduces each tile to scalars at once, so a tile is the fused backward's row
     tile (it holds the same x, dy, w and their products), with the warps (and register
     cap) of twice as many elements in the profile's ``layer_norm_backward_num_warps_by_block``.
-    (With three tile-wide accumulators the tile was a quarter of the forward's row tile:
-    47-57% of copy for bf16 forward+backward at 16384 columns and more on an H100.)"""
+    (With three tile-wide accumulators the tile was a quarter of the forward's row tile,
+    and slower: benchmarks/results/h100.jsonl, experiment "comments".)"""
     block = max(1, min(_backward_row_tile(dtype, profile), next_power_of_2(n_cols)))
     return block, profile.launch_options_for(2 * block, dtype, BACKWARD_WARPS)
 
@@ -375,9 +375,9 @@ def _column_sum_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
                      profile: Profile) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps) of the dweight/dbias kernel. Each program walks every
     row, so its speed is how many loads are in flight: the profile's measured tile where it
-    has one (on an H200 a 32x32 tile at 8 warps, many programs a SM, took 0.71x the time
-    of the default at bf16 4096x16384), otherwise a column block per compute unit with
-    [BLOCK_M, BLOCK_N] tiles of x, dy and the two sums filling half a row tile."""
+    has one (benchmarks/results/h200.jsonl, experiment "comments"), otherwise a column
+    block per compute unit with [BLOCK_M, BLOCK_N] tiles of x, dy and the two sums
+    filling half a row tile."""
     tile = profile.column_sum_tile
     if tile is not None:
         rows, cols, num_warps = tile

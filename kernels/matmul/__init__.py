@@ -36,7 +36,7 @@ tf32 dots read both operands K-major from shared memory (``dtypes.tf32_k_major``
 wgmma), an operand that is not (a row-major B) is first copied K-major: otherwise every
 tile of it is transposed into shared memory a 4-byte element at a time (sm_90 PTX:
 ``cp.async.ca`` of 4 bytes where K-major B gets 16-byte ``cp.async.cg``), and the product
-ran at 46-147 TFLOP/s over 40 tiles, against up to 303 K-major, on an H100.
+ran slower at every tile (benchmarks/results/h100.jsonl, experiment "comments").
 
 Block sizes, GROUP_SIZE_M, num_warps and num_stages come from the profile's
 ``[[autotune.matmul]]`` configs, autotuned once per power-of-two bucket of (M, N, K)

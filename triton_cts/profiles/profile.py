@@ -297,9 +297,8 @@ class Profile:
         counted in ``compile.register_allocation_unit`` as the occupancy model counts them.
         A second resident program overlaps one program's loads with the other's reductions
         where a single program would fill the compute unit alone.
-        64-bit data are never capped: their arithmetic takes register pairs, and float64
-        layer norm at 8192 columns (the entry of 16384 32-bit elements) ran at 1749 GB/s
-        capped against 2738 uncapped (an H100, triton 3.6)."""
+        64-bit data are never capped: their arithmetic takes register pairs, and capped
+        float64 layer norm ran slower (benchmarks/results/h100.jsonl, experiment "comments")."""
         warps, programs = self._warps_entry(block, dtype, table)
         options = {"num_warps": warps}
         if programs and (dtype is None or dtype.itemsize <= 4):
