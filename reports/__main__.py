@@ -14,6 +14,7 @@ from tabulate import tabulate
 from reports.diff import diff
 from reports.merge import merge
 from triton_cts.results import behaviour
+from triton_cts.results.expectations import known_lines, known_waived
 from triton_cts.results.records import conforms, outcome, run_problems, summary_table, verdict
 from triton_cts.results.report_io import (ReportError, atomic_write, dump_report, load_report,
                                           unwritable)
@@ -75,6 +76,9 @@ def cmd_summary(args) -> int:
         print(f"unexpected pass (remove its expectation entry): {tid}")
     for msg in (doc.get("expectations") or {}).get("stale", []):
         print(f"stale {msg}")
+    for line in known_lines((doc.get("expectations") or {}).get("known")
+                            or known_waived(doc["records"])):
+        print(line)
     _print_problems(doc)
     print(verdict(doc["records"], doc.get("run")))
     return 0 if conforms(doc["records"], doc.get("run")) else 1

@@ -10,6 +10,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_cts import CHECKOUT
 from triton_cts.results.report_io import ReportError
 from triton_cts.results.status import WAIVED, Status, first_line
 
@@ -31,26 +32,49 @@ def shard_of(test_id: str, count: int) -> int:
 
 # ---- expectation files -------------------------------------------------------------------
 EXPECTATION_STATUSES = ("xfail", "skip", "flaky")
+#: The fields of an ``[[expectation]]`` table; ``expectations.schema.json`` describes them.
+ENTRY_FIELDS = ("test", "status", "reason", "link", "finding", "repro")
+#: The known upstream defects shipped with the suite: ``triton-X.Y/FAMILY.toml`` in it.
+KNOWN_DEFECTS_DIR = CHECKOUT / "expectations"
 
 
 @dataclass(frozen=True)
 class Expectation:
-    """A test-id prefix with its expected status; the longest matching prefix wins."""
+    """A test-id prefix with its expected status; the longest matching prefix wins.
+    ``finding`` and ``repro`` are paths in the checkout (``FILE#anchor``): the finding that
+    explains the failure and the script that reproduces it outside the suite."""
 
     test: str
     status: str
     reason: str
     link: str = ""
     source: str = ""
+    finding: str = ""
+    repro: str = ""
+    #: from a shipped known-defect file (expectations/triton-X.Y/FAMILY.toml), not the user's
+    known: bool = False
 
     @property
     def marker_reason(self) -> str:
-        return WAIVED + self.reason + (f" ({self.link})" if self.link else "")
+        where = self.link or self.finding
+        return WAIVED + self.reason + (f" ({where})" if where else "")
 
 
-def load_expectations(path) -> list[Expectation]:
+def known_defect_files(triton_version: str | None, families, root=None) -> list[Path]:
+    """The shipped expectation files of known upstream defects for a Triton version and
+    the selected profiles' families: ``expectations/triton-X.Y/FAMILY.toml`` where present."""
+    m = re.match(r"(\d+)\.(\d+)", triton_version or "")
+    if not m:
+        return []
+    folder = Path(root or KNOWN_DEFECTS_DIR) / f"triton-{m.group(1)}.{m.group(2)}"
+    return [folder / f"{f}.toml" for f in sorted(set(families)) if (folder / f"{f}.toml").is_file()]
+
+
+def load_expectations(path, known: bool = False) -> list[Expectation]:
     """Read an expectation file: ``[[expectation]]`` tables with ``test`` (a test-id
-    prefix), ``status`` (xfail, skip or flaky), ``reason`` (required) and ``link``."""
+    prefix), ``status`` (xfail, skip or flaky), ``reason`` (required), ``link`` (an http(s)
+    address), ``finding`` and ``repro`` (paths in the checkout). ``known``: a shipped
+    known-defect file."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -58,10 +82,27 @@ def load_expectations(path) -> list[Expectation]:
         raise ReportError(f"expectation file {path}: cannot read it: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ReportError(f"expectation file {path}: not UTF-8 text: {exc}") from None
-    return parse_expectations(text, path)
+    return parse_expectations(text, path, known)
 
 
-def parse_expectations(text: str, path) -> list[Expectation]:
+def _check_link(where: str, link: str) -> None:
+    """A link becomes an address a reviewer clicks: only an absolute http(s) one."""
+    if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", link):
+        raise ReportError(f"{where}: 'link' {link!r} is not an http:// or https:// address")
+
+
+def _check_checkout_path(where: str, key: str, value: str) -> None:
+    """``finding`` and ``repro``: a file of the checkout (with an optional #anchor)."""
+    file, _, anchor = value.partition("#")
+    if (not file or re.match(r"[a-zA-Z][\w+.-]*:", file) or file.startswith(("/", "\\"))
+            or ".." in Path(file).parts or (anchor and not re.fullmatch(r"[\w-]+", anchor))):
+        raise ReportError(f"{where}: '{key}' {value!r} is not a path in the checkout "
+                          f"(FILE or FILE#anchor, relative, without '..')")
+    if not (CHECKOUT / file).is_file():
+        raise ReportError(f"{where}: '{key}' {value!r}: no such file in the checkout")
+
+
+def parse_expectations(text: str, path, known: bool = False) -> list[Expectation]:
     """The entries of an expectation file's ``text``; errors name ``path``."""
     try:
         data = tomllib.loads(text)
@@ -84,7 +125,7 @@ def parse_expectations(text: str, path) -> list[Expectation]:
                               f"[[expectation]] table with test, status and reason, got "
                               f"{type(entry).__name__} {entry!r}")
         where = f"expectation file {path}, entry {i} ({entry.get('test', 'no test')!r})"
-        extra = set(entry) - {"test", "status", "reason", "link"}
+        extra = set(entry) - set(ENTRY_FIELDS)
         if extra:
             raise ReportError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
         for key in ("test", "status", "reason"):
@@ -94,10 +135,17 @@ def parse_expectations(text: str, path) -> list[Expectation]:
         if entry["status"] not in EXPECTATION_STATUSES:
             raise ReportError(f"{where}: status {entry['status']!r} is not one of "
                               f"{', '.join(EXPECTATION_STATUSES)}")
-        if not isinstance(entry.get("link", ""), str):
-            raise ReportError(f"{where}: 'link' must be a string")
+        for key in ("link", "finding", "repro"):
+            if not isinstance(entry.get(key, ""), str):
+                raise ReportError(f"{where}: '{key}' must be a string")
+        if entry.get("link"):
+            _check_link(where, entry["link"])
+        for key in ("finding", "repro"):
+            if entry.get(key):
+                _check_checkout_path(where, key, entry[key])
         out.append(Expectation(entry["test"], entry["status"], entry["reason"].strip(),
-                               entry.get("link", ""), str(path)))
+                               entry.get("link", ""), str(path), entry.get("finding", ""),
+                               entry.get("repro", ""), known))
     return out
 
 
@@ -107,8 +155,65 @@ def match_expectation(test_id: str, expectations: list[Expectation]) -> Expectat
 
 
 def stale_expectations(expectations: list[Expectation], test_ids) -> list[Expectation]:
+    """The user's entries that match none of ``test_ids`` (a shipped known-defect entry
+    for a test this selection did not collect is not stale)."""
     ids = list(test_ids)
-    return [e for e in expectations if not any(t.startswith(e.test) for t in ids)]
+    return [e for e in expectations if not e.known and not any(t.startswith(e.test) for t in ids)]
+
+
+#: Statuses a failing call phase can have that an xfail or flaky marker turns into Waived.
+_WAIVABLE = frozenset({Status.FAIL, Status.HARNESS_ERROR, Status.TIMEOUT})
+
+
+def apply_expectations(records: list[dict], expectations: list[Expectation]) -> list[dict]:
+    """What a run's records would have been with ``expectations`` in effect, for a report
+    recorded without them: a check an entry covers that failed in its test (not in setup)
+    is Waived, a pass under a strict xfail is UnexpectedPass, and a skip entry waives the
+    check whatever it did. Every record gets the ``expectation`` that governs it (or None)."""
+    out = []
+    for r in records:
+        r = dict(r)
+        exp = match_expectation(r["test_id"], expectations)
+        status = Status(r["status"])
+        if exp is not None:
+            if exp.status == "skip" and status is not Status.NOT_SUPPORTED:
+                r["status"], r["reason"] = Status.WAIVED.value, exp.marker_reason
+            elif status in _WAIVABLE and not r.get("reason", "").startswith("error in setup"):
+                r["status"], r["reason"] = Status.WAIVED.value, exp.marker_reason
+            elif exp.status == "xfail" and status in (Status.PASS, Status.QUALITY_WARNING):
+                r["status"] = Status.UNEXPECTED_PASS.value
+                r["reason"] = exp.marker_reason.removeprefix(WAIVED)
+        r["expectation"] = expectation_record(exp)
+        out.append(r)
+    return out
+
+
+def expectation_record(exp: Expectation | None) -> dict | None:
+    """The record's ``expectation``: the entry that governs the check, as the report keeps it."""
+    if exp is None:
+        return None
+    return {"test": exp.test, "status": exp.status, "reason": exp.reason, "link": exp.link,
+            "finding": exp.finding, "repro": exp.repro, "source": exp.source, "known": exp.known}
+
+
+def known_waived(records: list[dict]) -> list[dict]:
+    """The known defects a run waived: per shipped entry, its reason, finding, link, repro
+    and the waived checks' ids."""
+    by_entry: dict[str, dict] = {}
+    for r in records:
+        exp = r.get("expectation")
+        if r.get("status") == Status.WAIVED.value and isinstance(exp, dict) and exp.get("known"):
+            item = by_entry.setdefault(exp["test"], {
+                **{k: exp.get(k) or "" for k in ("test", "status", "reason", "finding",
+                                                   "link", "repro")}, "checks": []})
+            item["checks"].append(r["test_id"])
+    return list(by_entry.values())
+
+
+def known_lines(known: list[dict]) -> list[str]:
+    """One line per known upstream defect a run waived: checks, reason, finding."""
+    return [f"known defect, waived ({len(k['checks'])} check(s)): {k['reason']}"
+            + "".join(f"; {k[f]}" for f in ("finding", "link") if k.get(f)) for k in known]
 
 
 # ---- writing a baseline ------------------------------------------------------------------
@@ -131,9 +236,12 @@ def _new_entries(records: list[dict], existing: list[Expectation]) -> list[Expec
         if not _needs_entry(status) or match_expectation(r["test_id"], existing):
             continue
         waiver = r.get("expectation")
+        if status is Status.WAIVED and isinstance(waiver, dict) and waiver.get("known"):
+            continue  # a shipped known defect: its file applies to every run by itself
         if status is Status.WAIVED and isinstance(waiver, dict) and waiver.get("test"):
             entry = Expectation(waiver["test"], waiver["status"], waiver["reason"],
-                                waiver.get("link") or "")
+                                waiver.get("link") or "", finding=waiver.get("finding") or "",
+                                repro=waiver.get("repro") or "")
         else:
             reason = r.get("reason") or status.value
             if status is Status.WAIVED:  # keep the reason the current file gives
@@ -149,7 +257,9 @@ def _new_entries(records: list[dict], existing: list[Expectation]) -> list[Expec
 def _entry_toml(e: Expectation) -> str:
     return "\n".join(["[[expectation]]", f"test = {_toml_str(e.test)}",
                       f"status = {_toml_str(e.status)}", f"reason = {_toml_str(e.reason)}",
-                      f"link = {_toml_str(e.link)}", ""])
+                      *(f"link = {_toml_str(e.link)}" for _ in [1] if e.link),
+                      *(f"{k} = {_toml_str(v)}" for k, v in (("finding", e.finding),
+                                                             ("repro", e.repro)) if v), ""])
 
 
 def expectations_toml(records: list[dict], note: str = "") -> str:
@@ -207,7 +317,7 @@ def updated_expectations_toml(path, records: list[dict], collected_ids=(),
 
 
 def _key(e: Expectation) -> tuple:
-    return e.test, e.status, e.reason, e.link
+    return e.test, e.status, e.reason, e.link, e.finding, e.repro
 
 
 def _keys(text: str, path) -> list[tuple] | None:

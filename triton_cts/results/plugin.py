@@ -25,9 +25,10 @@ from triton_cts import CHECKOUT
 from triton_cts.execution import coverage
 from triton_cts.results import behaviour
 from triton_cts.targets import CHECK_PROPERTY, is_check, is_suite_test_id
-from triton_cts.results.expectations import (load_expectations, match_expectation,
-                                             parse_shard, shard_of, stale_expectations,
-                                             updated_expectations_toml)
+from triton_cts.results.expectations import (expectation_record, known_defect_files,
+                                             known_lines, known_waived, load_expectations,
+                                             match_expectation, parse_shard, shard_of,
+                                             stale_expectations, updated_expectations_toml)
 from triton_cts.results.records import (Record, conforms, split_properties, summary_table,
                                         verdict)
 from triton_cts.results.report_io import ReportError, atomic_write, document, dump_report
@@ -45,6 +46,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a self-contained HTML report.")
     group.addoption("--expectations", action="append", default=[], metavar="FILE",
                     help="expectation file (TOML) of known failures to waive. Repeatable.")
+    group.addoption("--no-known-defects", action="store_true", default=False,
+                    help="do not waive the known upstream defects the suite ships for this "
+                         "Triton version and the selected profiles' families "
+                         "(expectations/triton-X.Y/FAMILY.toml, used by default).")
     group.addoption("--write-expectations", metavar="FILE", default=None,
                     help="write the checks that do not pass as a new expectation baseline.")
     group.addoption("--shard", metavar="I/N", default=None,
@@ -68,6 +73,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
                                 + (f" (registered: {', '.join(known)})" if known else "")) from None
 
 
+@pytest.hookimpl(trylast=True)  # after the selection is built: known defects follow it
 def pytest_configure(config: pytest.Config) -> None:
     from triton_cts.execution.size_budget import max_numel_override
     from triton_cts.results.report_io import check_outputs
@@ -75,6 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         max_numel_override()  # a bad TRITON_CTS_MAX_NUMEL stops the run here, not in a kernel
         expectations = [e for f in config.getoption("expectations") for e in load_expectations(f)]
+        config.stash[KNOWN_FILES] = _known_files(config)
+        expectations += [e for f in config.stash[KNOWN_FILES]
+                         for e in load_expectations(f, known=True)]
         shard = parse_shard(config.getoption("shard")) if config.getoption("shard") else None
         if not hasattr(config, "workerinput"):
             # Outputs are written when the run ends: one that cannot be is refused now.
@@ -96,6 +105,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 EXPECTATIONS = pytest.StashKey[list]()
+KNOWN_FILES = pytest.StashKey[list]()
+
+
+def _known_files(config: pytest.Config) -> list:
+    """The shipped known-defect files for this run's Triton and selected profiles."""
+    from triton_cts.targets import SELECTION_KEY
+
+    sel = config.stash.get(SELECTION_KEY, None)
+    if sel is None or config.getoption("no_known_defects"):
+        return []
+    return known_defect_files(_version("triton"), {p.vendor for p in sel.profiles})
 SHARD = pytest.StashKey[tuple]()
 
 
@@ -273,6 +293,8 @@ class Collector(RunWatch):
             tr.write_line(f"unexpected pass (remove its expectation entry): {tid}", yellow=True)
         for msg in self.stale:
             tr.write_line(f"stale {msg}", yellow=True)
+        for line in known_lines(known_waived(records)):
+            tr.write_line(line)
         gaps = coverage.summarize(records)["gaps"]
         if gaps:  # a quality warning of the run: paths no check reached
             tr.write_line(f"launch coverage: {len(gaps)} gap(s), situations no check "
@@ -329,7 +351,7 @@ class Collector(RunWatch):
                      example=falsifying_example(text) if text else None,
                      duration_s=round(sum(rep.duration for rep, *_ in phases), 4),
                      **fields, **split).to_dict()
-        rec["expectation"] = exp.__dict__ if exp else None
+        rec["expectation"] = expectation_record(exp)
         return rec
 
     def environment(self) -> dict:
@@ -359,7 +381,8 @@ class Collector(RunWatch):
             "command": shlex.join(["pytest", *self.config.invocation_params.args]),
             "hypothesis": {"profile": hyp_profile, "derandomize": derandomize,
                            "seed": self.config.getoption("hypothesis_seed", None)},
-            "expectation_files": list(self.config.getoption("expectations")),
+            "expectation_files": list(self.config.getoption("expectations")) + [
+                _in_checkout(f) for f in self.config.stash.get(KNOWN_FILES, [])],
             "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "max_numel": max_numel,
             # a loosened bound must be visible wherever the report is read
@@ -372,7 +395,8 @@ class Collector(RunWatch):
         records = self.final_records()
         return document(self.environment(), records,
                         expectations={"stale": self.stale, "unexpected_passes": [
-                            r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS]},
+                            r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS],
+                            "known": known_waived(records)},
                         run=self.run(records), coverage=coverage.summarize(records),
                         **behaviour.tables(records))  # behaviour and ulp tables
 
@@ -383,6 +407,11 @@ def _html_renderer():
         sys.path.append(str(CHECKOUT))
     from reports.html import render
     return render
+
+
+def _in_checkout(path) -> str:
+    path = Path(path)
+    return str(path.relative_to(CHECKOUT)) if path.is_relative_to(CHECKOUT) else str(path)
 
 
 def _now() -> str:
