@@ -9,9 +9,10 @@ DIR``): one self-contained page, ``DIR/index.html``, with
 - between the Triton versions of one target: what changed (new failures, fixes, other
   status changes, compile-stat regressions, behaviour differences), from
   :func:`reports.diff.diff` and :func:`triton_cts.results.behaviour.diff`;
-- the findings (``FINDINGS.md`` ids, ``F24``) that explain failures, named by the reason
-  or link of the expectation entry that waived a check, or of an entry of an expectation
-  file given with ``--expectations`` (it names findings, it never changes a status);
+- the findings (``FINDINGS.md`` ids, ``F24``) that explain failures, named by the reason,
+  link or finding of the expectation entry that waived a check, or of an entry of an
+  expectation file given with ``--expectations`` (it names findings, it never changes a
+  status);
 - a trend of the pass rate and the failures per target over the runs given.
 
 Shards of one run (the same selection, Triton, torch, device and commit) are merged
@@ -219,12 +220,13 @@ def record_findings(record: dict, expectations: list[Expectation]) -> list[str]:
     out = []
     waiver = record.get("expectation")
     if isinstance(waiver, dict):
-        out += finding_ids(waiver.get("reason"), waiver.get("link"))
+        out += finding_ids(waiver.get("reason"), waiver.get("link"), waiver.get("finding"))
     elif record["status"] == Status.WAIVED.value:
         out += finding_ids(record.get("reason"))
     entry = match_expectation(record["test_id"], expectations) if expectations else None
     if entry is not None:
-        out += [f for f in finding_ids(entry.reason, entry.link) if f not in out]
+        out += [f for f in finding_ids(entry.reason, entry.link, getattr(entry, "finding", ""))
+                if f not in out]
     return out
 
 
@@ -332,7 +334,7 @@ def model(runs: list[Run], out_dir, findings_path=FINDINGS,
             link = None
             if s.run.report:
                 link = (f"{href(s.run.report)}#op={op}&profile={s.target}&mode={s.mode}"
-                        + ("&status=fail" if not w.conforms else ""))
+                        + ("" if w.conforms else f"&status={w.value}"))
             cells.append({"worst": w.value, "checks": len(records), "link": link,
                           "dtypes": failing_dtypes(records),
                           "failing": sum(not Status(r["status"]).conforms for r in records),
