@@ -5,5 +5,5 @@ bandwidth, and speedup over torch eager, for the reference kernels. Run with
 
 def all_ops() -> tuple[str, ...]:
     """Every op the benchmarks time, in the order they run."""
-    from benchmarks import attention_cases, cases, llm_cases
-    return (*cases.MEMORY_OPS, "matmul", *llm_cases.LLM_OPS, *attention_cases.ATTENTION_OPS)
+    from benchmarks.cases import BENCHES
+    return tuple(BENCHES)

@@ -33,7 +33,7 @@ def measured_copy_gbs() -> float:
 def main(argv=None) -> int:
     from tabulate import tabulate
 
-    from benchmarks import all_ops, attention_cases, cases, llm_cases, timing
+    from benchmarks import all_ops, cases, timing
     from triton_cts import adapters
     from triton_cts.profiles import load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
@@ -92,15 +92,7 @@ def main(argv=None) -> int:
 
     for op in ops:
         for dtype in dtypes:
-            if op == "matmul":
-                benches = [b for s in cases.MATMUL_SIZES for b in cases.matmul(s, dtype, profile)]
-            elif op in llm_cases.LLM_OPS:  # one model shape each (benchmarks/llm_cases.py)
-                benches = [llm_cases.llm_bench(op, dtype, profile)]
-            elif op in attention_cases.ATTENTION_OPS:  # full and causal (attention_cases.py)
-                benches = attention_cases.attention_benches(op, dtype, profile)
-            else:
-                benches = [cases.memory_bound(op, s, dtype, profile) for s in cases.MEMORY_SHAPES]
-            for bench in benches:
+            for bench in cases.benches(op, dtype, profile):  # benchmarks/cases.py: BENCHES
                 torch_times = None if bench.flops else timing.timed(bench.torch_eager)
                 label = f"{op} ({bench.precision}; torch {bench.precision})" \
                     if bench.precision else op

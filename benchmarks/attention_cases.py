@@ -12,11 +12,12 @@ products), 2.5 times that for the backward (five), half of each for causal.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
-from benchmarks.cases import Bench
+from benchmarks.bench import Bench, BenchSpec
 
-ATTENTION_OPS = ("attention", "attention_backward")
 #: (batch, heads, sequence, head dim)
 SHAPE = (4, 32, 4096, 128)
 #: small enough that the GPU is never the limit (``benchmarks.launch_overhead``)
@@ -29,24 +30,22 @@ def _sdpa(q, k, v, causal):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def attention_benches(op: str, dtype, profile, shape=SHAPE) -> list[Bench]:
+def attention_benches(op: str, shape, dtype, profile) -> list[Bench]:
     """One bench per masking (full, causal) at ``shape`` (batch, heads, sequence, head
     dim)."""
     from kernels.attention import attention, attention_backward_from_saved, attention_forward
-    b, h, s, d = shape
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v, do = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
                    for _ in range(4))
     out = []
     for causal in (False, True):
-        flops = 4 * b * h * s * s * d // (2 if causal else 1)
         label = (*shape, "causal" if causal else "full")
         kwargs = {"causal": causal}
         if op == "attention":
             out.append(Bench(op, label, dtype,
                              lambda c=causal: attention(q, k, v, causal=c, profile=profile),
-                             lambda c=causal: _sdpa(q, k, v, c), flops=flops,
-                             args=(q, k, v), kwargs=kwargs))
+                             lambda c=causal: _sdpa(q, k, v, c), args=(q, k, v),
+                             kwargs=kwargs))
             continue
         o, lse = attention_forward(q, k, v, causal=causal, profile=profile)
         leaves = tuple(t.detach().clone().requires_grad_() for t in (q, k, v))
@@ -57,6 +56,24 @@ def attention_benches(op: str, dtype, profile, shape=SHAPE) -> list[Bench]:
 
         def eager(o_torch=o_torch, leaves=leaves):
             return torch.autograd.grad(o_torch, leaves, do, retain_graph=True)
-        out.append(Bench(op, label, dtype, ours, eager, flops=flops * 5 // 2,
-                         args=(q, k, v, do), kwargs=kwargs))
+        out.append(Bench(op, label, dtype, ours, eager, args=(q, k, v, do), kwargs=kwargs))
     return out
+
+
+def forward_flops(label) -> int:
+    """FlashAttention's count of the forward at ``(batch, heads, sequence, head dim,
+    masking)``: two products, half of each where causal."""
+    b, h, s, d, masking = label
+    return 4 * b * h * s * s * d // (2 if masking == "causal" else 1)
+
+
+#: Attention's benches (``benchmarks.cases.BENCHES`` runs them in this order).
+BENCHES = {
+    "attention": BenchSpec("attention", partial(attention_benches, "attention"), shapes=(SHAPE,),
+                           small_shape=SMALL_SHAPE, flops=forward_flops),
+    # the backward: five products where the forward has two
+    "attention_backward": BenchSpec("attention_backward",
+                                    partial(attention_benches, "attention_backward"),
+                                    shapes=(SHAPE,), small_shape=SMALL_SHAPE,
+                                    flops=lambda label: forward_flops(label) * 5 // 2),
+}

@@ -1,109 +1,122 @@
 """What each benchmark runs: our launcher, the torch eager equivalent, and the bytes or
-flops that define its floor. Memory-bound ops count one read of every input and one write
-of every output; anything else a kernel moves is overhead it should not have."""
+flops that define its floor, one :class:`~benchmarks.bench.BenchSpec` per op in
+:data:`BENCHES`, in the order the benchmarks run. Memory-bound ops count one read of every
+input and one write of every output; anything else a kernel moves is overhead it should
+not have."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import torch
 
+from benchmarks import attention_cases, llm_cases
+from benchmarks.bench import Bench, BenchSpec, moved
+
+__all__ = ["BENCHES", "Bench", "BenchSpec", "benches", "library_call", "small_benches"]
+
 MEMORY_SHAPES = ((32768, 1024), (16384, 4096), (4096, 16384), (1024, 65536))
 MATMUL_SIZES = (4096, 8192)
+#: Small enough that the GPU is never the limit (``benchmarks.launch_overhead``).
+SMALL_SHAPE = (8, 1024)
+SMALL_MATMUL_SIZE = 256
 
 
-@dataclass(frozen=True)
-class Bench:
-    op: str
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-    ours: Callable[[], object]
-    torch_eager: Callable[[], object]
-    bytes: int = 0     # memory-bound: bytes of one read of inputs + one write of outputs
-    flops: int = 0     # compute-bound: floating-point operations
-    args: tuple = ()   # the op's arguments, as its OpSpec.make_args builds them
-    kwargs: dict = field(default_factory=dict)  # and its keyword options
-    precision: str = ""  # float32 dots: "tf32" or "ieee" (its % of peak is of that peak)
-
-    @property
-    def cell(self) -> dict:
-        """The bench's op, dtype and shape as every results file writes them (the key
-        ``python -m benchmarks.goals`` matches goals on)."""
-        return {"op": self.op, "dtype": str(self.dtype).removeprefix("torch."),
-                "shape": "x".join(map(str, self.shape))}
-
-
-def _nbytes(*tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def memory_bound(op: str, shape, dtype, profile) -> Bench:
+def _rows(shape, dtype):
+    """x ``[M, N]`` and a weight and bias ``[N]``, drawn in this order from torch's
+    generator (every row op draws all three: the same values whichever op runs)."""
     m, n = shape
-    x = torch.randn(m, n, device="cuda", dtype=dtype)
-    w = torch.randn(n, device="cuda", dtype=dtype)
-    b = torch.randn(n, device="cuda", dtype=dtype)
+    return (torch.randn(m, n, device="cuda", dtype=dtype),
+            torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype))
+
+
+def _gelu(shape, dtype, profile) -> list[Bench]:
+    from kernels.gelu import gelu
+    x, _, _ = _rows(shape, dtype)
+    return [Bench("gelu", shape, dtype, lambda: gelu(x, profile=profile),
+                  lambda: torch.nn.functional.gelu(x, approximate="tanh"), args=(x,))]
+
+
+def _softmax(op, shape, dtype, profile) -> list[Bench]:
+    import kernels.softmax
+    x, _, _ = _rows(shape, dtype)
+    launcher, eager = getattr(kernels.softmax, op), getattr(torch, op)
+    return [Bench(op, shape, dtype, lambda: launcher(x, profile=profile), lambda: eager(x, -1),
+                  args=(x,))]
+
+
+def _reduction(op, shape, dtype, profile) -> list[Bench]:
+    from kernels import reductions
+    x, _, _ = _rows(shape, dtype)
+    fn, eager = getattr(reductions, op), getattr(torch, op.removesuffix("_dim"))
+    return [Bench(op, shape, dtype, lambda: fn(x, profile=profile), lambda: eager(x, -1),
+                  args=(x,))]
+
+
+def _reduced_rows(value_bytes: int = 0):
+    """Bytes of a row reduction: read x, write a value per row (and ``value_bytes`` more
+    per row: max's int64 index)."""
+    return lambda shape, dtype: (shape[0] * shape[1] + shape[0]) * dtype.itemsize \
+        + shape[0] * value_bytes
+
+
+def _layer_norm(shape, dtype, profile) -> list[Bench]:
+    from kernels.layer_norm import layer_norm
+    x, w, b = _rows(shape, dtype)
+    n = shape[1]
+    return [Bench("layer_norm", shape, dtype, lambda: layer_norm(x, w, b, 1e-5, profile=profile),
+                  lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5),
+                  args=(x, w, b, 1e-5))]
+
+
+def _rms_norm(shape, dtype, profile) -> list[Bench]:
+    from kernels.layer_norm import rms_norm
+    x, w, _ = _rows(shape, dtype)
+    n = shape[1]
+    return [Bench("rms_norm", shape, dtype, lambda: rms_norm(x, w, 1e-6, profile=profile),
+                  lambda: torch.nn.functional.rms_norm(x, (n,), w, 1e-6), args=(x, w, 1e-6))]
+
+
+def _with_weights(tensors: int, weights: int):
+    """Bytes of ``tensors`` ``[M, N]`` tensors and ``weights`` ``[N]`` ones."""
+    return lambda shape, dtype: (tensors * shape[0] + weights) * shape[1] * dtype.itemsize
+
+
+def _layer_norm_fwd_bwd(shape, dtype, profile) -> list[Bench]:
+    from kernels.layer_norm import layer_norm, layer_norm_backward
     F = torch.nn.functional
-    if op == "gelu":
-        from kernels.gelu import gelu
-        return Bench(op, shape, dtype, lambda: gelu(x, profile=profile),
-                     lambda: F.gelu(x, approximate="tanh"), _nbytes(x, x), args=(x,))
-    if op == "softmax":
-        from kernels.softmax import softmax
-        return Bench(op, shape, dtype, lambda: softmax(x, profile=profile),
-                     lambda: torch.softmax(x, -1), _nbytes(x, x), args=(x,))
-    if op == "log_softmax":
-        from kernels.softmax import log_softmax
-        return Bench(op, shape, dtype, lambda: log_softmax(x, profile=profile),
-                     lambda: torch.log_softmax(x, -1), _nbytes(x, x), args=(x,))
-    if op in ("max_dim", "prod_dim"):
-        from kernels import reductions
-        # outputs: a value per row (and max's int64 index)
-        out_bytes = m * (x.element_size() + (8 if op == "max_dim" else 0))
-        ref = (lambda: torch.max(x, -1)) if op == "max_dim" else (lambda: torch.prod(x, -1))
-        fn = getattr(reductions, op)
-        return Bench(op, shape, dtype, lambda: fn(x, profile=profile), ref,
-                     _nbytes(x) + out_bytes, args=(x,))
-    if op in ("layer_norm", "rms_norm", "layer_norm_fwd_bwd"):
-        from kernels.layer_norm import layer_norm, layer_norm_backward, rms_norm
-    if op == "layer_norm":
-        return Bench(op, shape, dtype, lambda: layer_norm(x, w, b, 1e-5, profile=profile),
-                     lambda: F.layer_norm(x, (n,), w, b, 1e-5), _nbytes(x, x, w, b),
-                     args=(x, w, b, 1e-5))
-    if op == "rms_norm":
-        return Bench(op, shape, dtype, lambda: rms_norm(x, w, 1e-6, profile=profile),
-                     lambda: F.rms_norm(x, (n,), w, 1e-6), _nbytes(x, x, w), args=(x, w, 1e-6))
-    if op == "layer_norm_fwd_bwd":
-        dy = torch.randn_like(x)
-        xt = x.detach().clone().requires_grad_()
-        wt = w.detach().clone().requires_grad_()
-        bt = b.detach().clone().requires_grad_()
+    x, w, b = _rows(shape, dtype)
+    n = shape[1]
+    dy = torch.randn_like(x)
+    xt = x.detach().clone().requires_grad_()
+    wt = w.detach().clone().requires_grad_()
+    bt = b.detach().clone().requires_grad_()
 
-        def ours():
-            out = layer_norm(x, w, b, 1e-5, profile=profile)
-            return layer_norm_backward(dy, x, w, b, out.mean, out.rstd, profile=profile)
+    def ours():
+        out = layer_norm(x, w, b, 1e-5, profile=profile)
+        return layer_norm_backward(dy, x, w, b, out.mean, out.rstd, profile=profile)
 
-        def eager():
-            y = F.layer_norm(xt, (n,), wt, bt, 1e-5)
-            return torch.autograd.grad(y, (xt, wt, bt), dy)
-        # forward: read x, write y; backward: read dy and x, write dx (weights negligible)
-        return Bench(op, shape, dtype, ours, eager, _nbytes(x) * 5, args=(dy, x, w, b))
-    raise KeyError(op)
+    def eager():
+        y = F.layer_norm(xt, (n,), wt, bt, 1e-5)
+        return torch.autograd.grad(y, (xt, wt, bt), dy)
+    return [Bench("layer_norm_fwd_bwd", shape, dtype, ours, eager, args=(dy, x, w, b))]
 
 
-def matmul(size: int, dtype, profile) -> list[Bench]:
+def _matmul(shape, dtype, profile) -> list[Bench]:
     """One bench per dtype; float32: one per input precision the profile runs ("tf32"
     where its tensor cores do, and "ieee"), torch computing in the same precision."""
     from kernels.matmul import matmul as mm
+    (size,) = shape
     a = torch.randn(size, size, device="cuda", dtype=dtype)
     b = torch.randn(size, size, device="cuda", dtype=dtype)
-    shape, flops = (size, size, size), 2 * size ** 3
+    shape = (size, size, size)
     if dtype != torch.float32:
         return [Bench("matmul", shape, dtype, lambda: mm(a, b, profile=profile),
-                      lambda: torch.matmul(a, b), flops=flops, args=(a, b))]
+                      lambda: torch.matmul(a, b), args=(a, b))]
     precisions = ("tf32", "ieee") if profile["dtypes.tf32"] else ("ieee",)
     return [Bench("matmul", shape, dtype,
                   lambda p=p: mm(a, b, profile=profile, input_precision=p),
-                  lambda p=p: _torch_matmul(a, b, p), flops=flops, args=(a, b), precision=p)
+                  lambda p=p: _torch_matmul(a, b, p), args=(a, b), precision=p)
             for p in precisions]
 
 
@@ -115,6 +128,49 @@ def _torch_matmul(a, b, precision: str):
         return torch.matmul(a, b)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _products(shape) -> int:
+    """FLOPs of an M x N x K product: a multiply and an add per term."""
+    m, n, k = shape
+    return 2 * m * n * k
+
+
+_ROWS = {"shapes": MEMORY_SHAPES, "small_shape": SMALL_SHAPE, "sweep": "rows"}
+
+#: Every op the benchmarks time, in the order they run (an op's name is its OpSpec's,
+#: but ``layer_norm_fwd_bwd``: the forward and backward of ``layer_norm_backward``).
+BENCHES: dict[str, BenchSpec] = {
+    "gelu": BenchSpec("gelu", _gelu, bytes=moved(1, 1), **_ROWS),
+    "softmax": BenchSpec("softmax", partial(_softmax, "softmax"), bytes=moved(1, 1), **_ROWS),
+    "log_softmax": BenchSpec("log_softmax", partial(_softmax, "log_softmax"),
+                             bytes=moved(1, 1), **_ROWS),
+    "layer_norm": BenchSpec("layer_norm", _layer_norm, bytes=_with_weights(2, 2), **_ROWS),
+    "rms_norm": BenchSpec("rms_norm", _rms_norm, bytes=_with_weights(2, 1), **_ROWS),
+    # forward: read x, write y; backward: read dy and x, write dx (weights negligible)
+    "layer_norm_fwd_bwd": BenchSpec("layer_norm_backward", _layer_norm_fwd_bwd,
+                                    bytes=moved(5), **_ROWS),
+    "max_dim": BenchSpec("max_dim", partial(_reduction, "max_dim"), bytes=_reduced_rows(8),
+                         **_ROWS),
+    "prod_dim": BenchSpec("prod_dim", partial(_reduction, "prod_dim"), bytes=_reduced_rows(),
+                          **_ROWS),
+    "matmul": BenchSpec("matmul", _matmul, shapes=tuple((n,) for n in MATMUL_SIZES),
+                        small_shape=(SMALL_MATMUL_SIZE,), flops=_products, sweep="sizes"),
+    **llm_cases.BENCHES,
+    **attention_cases.BENCHES,
+}
+
+
+def benches(op: str, dtype, profile, shape=None) -> list[Bench]:
+    """The benches of ``op`` at its benchmark shapes (or at ``shape`` alone)."""
+    spec = BENCHES[op]
+    return [b for s in ((shape,) if shape is not None else spec.shapes)
+            for b in spec.benches(s, dtype, profile)]
+
+
+def small_benches(op: str, dtype, profile) -> list[Bench]:
+    """The benches of ``op`` at its small shape (launch overhead)."""
+    return BENCHES[op].benches(BENCHES[op].small_shape, dtype, profile)
 
 
 def library_call(lib_name: str, bench: Bench) -> Callable[[], object] | None:
@@ -135,13 +191,8 @@ def library_call(lib_name: str, bench: Bench) -> Callable[[], object] | None:
         return fwd_bwd
     if bench.op not in adapter.OPS:
         return None
-    from benchmarks.llm_cases import direct_library_call
-    direct = direct_library_call(lib_name, bench)
+    direct = llm_cases.direct_library_call(lib_name, bench)
     if direct is not None:
         return direct
     fn = getattr(adapter, adapter.OPS[bench.op])
     return lambda: fn(*bench.args, **bench.kwargs)
-
-
-MEMORY_OPS = ("gelu", "softmax", "log_softmax", "layer_norm", "rms_norm", "layer_norm_fwd_bwd",
-              "max_dim", "prod_dim")

@@ -31,20 +31,12 @@ import torch
 
 from benchmarks import all_ops
 
-SHAPE = (8, 1024)
-MATMUL_SIZE = 256
-
 
 def small_benches(op: str, dtype, profile) -> list:
-    """The benches of ``op`` at the small shapes of the module docstring."""
-    from benchmarks import attention_cases, cases, llm_cases
-    if op in cases.MEMORY_OPS:
-        return [cases.memory_bound(op, SHAPE, dtype, profile)]
-    if op == "matmul":
-        return cases.matmul(MATMUL_SIZE, dtype, profile)
-    if op in llm_cases.LLM_OPS:
-        return [llm_cases.llm_bench(op, dtype, profile, small=True)]
-    return attention_cases.attention_benches(op, dtype, profile, attention_cases.SMALL_SHAPE)
+    """The benches of ``op`` at the small shapes of the module docstring (each op's
+    ``BenchSpec.small_shape`` in ``benchmarks.cases.BENCHES``)."""
+    from benchmarks import cases
+    return cases.small_benches(op, dtype, profile)
 
 
 def label(bench) -> str:

@@ -12,9 +12,12 @@ adapters, the copies those make so that checks see unchanged inputs would be tim
 """
 from __future__ import annotations
 
+import math
+from functools import partial
+
 import torch
 
-from benchmarks.cases import Bench, _nbytes
+from benchmarks.bench import Bench, BenchSpec, moved, randn as _randn
 
 CE_SHAPE = (8192, 128256)
 FLCE_SHAPE = (8192, 4096, 128256)   # tokens, hidden, classes
@@ -26,20 +29,9 @@ SMALL_CE_SHAPE = (8, 1024)
 SMALL_FLCE_SHAPE = (8, 256, 1024)
 SMALL_ROW_SHAPE = (8, 1024)
 EPS = 1e-6
-LLM_OPS = ("cross_entropy", "rope", "rope_backward", "swiglu", "swiglu_backward", "geglu",
-           "geglu_backward", "fused_add_rms_norm", "fused_add_rms_norm_backward",
-           "fused_linear_cross_entropy")
 
 
-def _randn(shape, dtype, seed: int = 0) -> torch.Tensor:
-    # a generator of its own: a library call that fails CUDA-graph capture can leave the
-    # default CUDA generator registered with the aborted graph, and every later
-    # torch.randn on the device then raises "Offset increment outside graph capture"
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    return torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
-
-
-def _cross_entropy(dtype, profile, shape) -> Bench:
+def _cross_entropy(shape, dtype, profile) -> list[Bench]:
     from kernels.cross_entropy import cross_entropy
     F = torch.nn.functional
     x = _randn(shape, dtype)
@@ -50,12 +42,12 @@ def _cross_entropy(dtype, profile, shape) -> Bench:
     def eager():
         return torch.autograd.grad(F.cross_entropy(xt, y), xt)
     kwargs = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
-    return Bench("cross_entropy", shape, dtype,
-                 lambda: cross_entropy(x, y, **kwargs, profile=profile), eager,
-                 _nbytes(x, x), args=(x, y), kwargs=kwargs)
+    return [Bench("cross_entropy", shape, dtype,
+                  lambda: cross_entropy(x, y, **kwargs, profile=profile), eager,
+                  args=(x, y), kwargs=kwargs)]
 
 
-def _fused_linear_cross_entropy(dtype, profile, shape) -> Bench:
+def _fused_linear_cross_entropy(shape, dtype, profile) -> list[Bench]:
     """Loss and gradients of x and the weight, against torch's unfused linear +
     cross-entropy with autograd (which holds the whole logits)."""
     from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
@@ -69,12 +61,12 @@ def _fused_linear_cross_entropy(dtype, profile, shape) -> Bench:
     def eager():
         return torch.autograd.grad(F.cross_entropy(xt @ wt.t(), y), (xt, wt))
     kwargs = {"ignore_index": -100, "label_smoothing": 0.0, "reduction": "mean"}
-    return Bench("fused_linear_cross_entropy", (t, h, v), dtype,
-                 lambda: fused_linear_cross_entropy(x, w, y, **kwargs, profile=profile),
-                 eager, flops=3 * 2 * t * h * v, args=(x, w, y, None), kwargs=kwargs)
+    return [Bench("fused_linear_cross_entropy", (t, h, v), dtype,
+                  lambda: fused_linear_cross_entropy(x, w, y, **kwargs, profile=profile),
+                  eager, args=(x, w, y, None), kwargs=kwargs)]
 
 
-def _rope(op, dtype, profile, shape) -> Bench:
+def _rope(op, shape, dtype, profile) -> list[Bench]:
     from kernels.rope import rope, rope_backward
     from triton_cts.ops.rope import make_tables
     tokens, width = shape
@@ -89,12 +81,17 @@ def _rope(op, dtype, profile, shape) -> Bench:
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat((x1 * c - x2 * (sign * s), x2 * c + x1 * (sign * s)), -1)
     launcher = rope_backward if op == "rope_backward" else rope
-    return Bench(op, tuple(x.shape), dtype, lambda: launcher(x, cos, sin, profile=profile),
-                 eager, _nbytes(x, x, cos, sin), args=(x, cos, sin),
-                 kwargs={"offset": 0, "rotary_dim": ROPE_HEAD_DIM})
+    return [Bench(op, tuple(x.shape), dtype, lambda: launcher(x, cos, sin, profile=profile),
+                  eager, args=(x, cos, sin), kwargs={"offset": 0, "rotary_dim": ROPE_HEAD_DIM})]
 
 
-def _glu(op, dtype, profile, shape) -> Bench:
+def _rope_bytes(shape, dtype) -> int:
+    """Read x, write the result; read the float32 cos and sin tables [tokens, head dim / 2]."""
+    _, tokens, _, head_dim = shape
+    return 2 * math.prod(shape) * dtype.itemsize + 2 * tokens * (head_dim // 2) * 4
+
+
+def _glu(op, shape, dtype, profile) -> list[Bench]:
     import kernels.glu as glu
     F = torch.nn.functional
     a, b = _randn(shape, dtype), _randn(shape, dtype, 1)
@@ -102,18 +99,18 @@ def _glu(op, dtype, profile, shape) -> Bench:
         (lambda t: F.gelu(t, approximate="tanh"))
     launcher = getattr(glu, op)
     if not op.endswith("_backward"):
-        return Bench(op, shape, dtype, lambda: launcher(a, b, profile=profile),
-                     lambda: act(a) * b, _nbytes(a, b, a), args=(a, b))
+        return [Bench(op, shape, dtype, lambda: launcher(a, b, profile=profile),
+                      lambda: act(a) * b, args=(a, b))]
     dy = _randn(shape, dtype, 2)
     at, bt = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
 
     def eager():
         return torch.autograd.grad(act(at) * bt, (at, bt), dy)
-    return Bench(op, shape, dtype, lambda: launcher(dy, a, b, profile=profile), eager,
-                 _nbytes(dy, a, b, a, b), args=(dy, a, b))
+    return [Bench(op, shape, dtype, lambda: launcher(dy, a, b, profile=profile), eager,
+                  args=(dy, a, b))]
 
 
-def _fused_add_rms_norm(op, dtype, profile, shape) -> Bench:
+def _fused_add_rms_norm(op, shape, dtype, profile) -> list[Bench]:
     from kernels.fused_add_rms_norm import fused_add_rms_norm, fused_add_rms_norm_backward
     F = torch.nn.functional
     n = shape[1]
@@ -123,9 +120,9 @@ def _fused_add_rms_norm(op, dtype, profile, shape) -> Bench:
         def eager():
             h = x + r
             return F.rms_norm(h, (n,), w, EPS), h
-        return Bench(op, shape, dtype,
-                     lambda: fused_add_rms_norm(x, r, w, EPS, profile=profile), eager,
-                     _nbytes(x, r, x, x), args=(x, r, w, EPS))
+        return [Bench(op, shape, dtype,
+                      lambda: fused_add_rms_norm(x, r, w, EPS, profile=profile), eager,
+                      args=(x, r, w, EPS))]
     _, h, rstd = fused_add_rms_norm(x, r, w, EPS, profile=profile)
     dy, dh_out = _randn(shape, dtype, 1), _randn(shape, dtype, 2)
     ht, wt = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
@@ -133,42 +130,47 @@ def _fused_add_rms_norm(op, dtype, profile, shape) -> Bench:
     def eager():
         dh, dw = torch.autograd.grad(F.rms_norm(ht, (n,), wt, EPS), (ht, wt), dy)
         return dh + dh_out, dw
+    return [Bench(op, shape, dtype,
+                  lambda: fused_add_rms_norm_backward(dy, dh_out, h, w, rstd, profile=profile),
+                  eager, args=(dy, dh_out, h, w, rstd))]
+
+
+def _linear_cross_entropy_flops(shape) -> int:
+    """Three matmuls of 2 x T x H x V flops each: the logits, dx and dweight."""
+    t, h, v = shape
+    return 3 * 2 * t * h * v
+
+
+_ROWS = {"shapes": (ROW_SHAPE,), "small_shape": SMALL_ROW_SHAPE}
+_SWEPT_ROWS = {**_ROWS, "sweep": "rows"}  # the sweep may time them at any MxN
+
+#: The LLM ops' benches (``benchmarks.cases.BENCHES`` runs them in this order).
+BENCHES = {
+    # the logits read once, the gradient written once (labels and loss negligible)
+    "cross_entropy": BenchSpec("cross_entropy", _cross_entropy, shapes=(CE_SHAPE,),
+                               small_shape=SMALL_CE_SHAPE, bytes=moved(1, 1)),
+    "rope": BenchSpec("rope", partial(_rope, "rope"), bytes=_rope_bytes, **_ROWS),
+    "rope_backward": BenchSpec("rope_backward", partial(_rope, "rope_backward"),
+                               bytes=_rope_bytes, **_ROWS),
+    "swiglu": BenchSpec("swiglu", partial(_glu, "swiglu"), bytes=moved(1, 1, 1),
+                        **_SWEPT_ROWS),
+    "swiglu_backward": BenchSpec("swiglu_backward", partial(_glu, "swiglu_backward"),
+                                 bytes=moved(1, 1, 1, 1, 1), **_SWEPT_ROWS),
+    "geglu": BenchSpec("geglu", partial(_glu, "geglu"), bytes=moved(1, 1, 1),
+                       **_SWEPT_ROWS),
+    "geglu_backward": BenchSpec("geglu_backward", partial(_glu, "geglu_backward"),
+                                bytes=moved(1, 1, 1, 1, 1), **_SWEPT_ROWS),
+    "fused_add_rms_norm": BenchSpec("fused_add_rms_norm",
+                                    partial(_fused_add_rms_norm, "fused_add_rms_norm"),
+                                    bytes=moved(1, 1, 1, 1), **_SWEPT_ROWS),
     # read dy, dh_out and h, write dh (dx and dresidual are one tensor)
-    return Bench(op, shape, dtype,
-                 lambda: fused_add_rms_norm_backward(dy, dh_out, h, w, rstd, profile=profile),
-                 eager, _nbytes(dy, dh_out, h, h), args=(dy, dh_out, h, w, rstd))
-
-
-def llm_bench(op: str, dtype, profile, small: bool = False) -> Bench:
-    """The bench of ``op`` at the shapes above (``small``: the SMALL_ ones)."""
-    rows = SMALL_ROW_SHAPE if small else ROW_SHAPE
-    if op == "cross_entropy":
-        return _cross_entropy(dtype, profile, SMALL_CE_SHAPE if small else CE_SHAPE)
-    if op == "fused_linear_cross_entropy":
-        return _fused_linear_cross_entropy(dtype, profile,
-                                           SMALL_FLCE_SHAPE if small else FLCE_SHAPE)
-    if op.startswith("rope"):
-        return _rope(op, dtype, profile, rows)
-    if op.startswith(("swiglu", "geglu")):
-        return _glu(op, dtype, profile, rows)
-    if op.startswith("fused_add_rms_norm"):
-        return _fused_add_rms_norm(op, dtype, profile, rows)
-    raise KeyError(op)
-
-
-#: The LLM ops over rows of a 2-D shape (tokens x hidden), which the sweep may time at any
-#: MxN (``row_bench``)
-ROW_OPS = ("swiglu", "swiglu_backward", "geglu", "geglu_backward", "fused_add_rms_norm",
-           "fused_add_rms_norm_backward")
-
-
-def row_bench(op: str, dtype, profile, shape: tuple[int, int]) -> Bench:
-    """The bench of one of ``ROW_OPS`` at ``shape`` instead of ROW_SHAPE."""
-    if op.startswith(("swiglu", "geglu")):
-        return _glu(op, dtype, profile, shape)
-    if op.startswith("fused_add_rms_norm"):
-        return _fused_add_rms_norm(op, dtype, profile, shape)
-    raise KeyError(op)
+    "fused_add_rms_norm_backward": BenchSpec(
+        "fused_add_rms_norm_backward", partial(_fused_add_rms_norm, "fused_add_rms_norm_backward"),
+        bytes=moved(1, 1, 1, 1), **_SWEPT_ROWS),
+    "fused_linear_cross_entropy": BenchSpec(
+        "fused_linear_cross_entropy", _fused_linear_cross_entropy, shapes=(FLCE_SHAPE,),
+        small_shape=SMALL_FLCE_SHAPE, flops=_linear_cross_entropy_flops),
+}
 
 
 def direct_library_call(lib_name: str, bench: Bench):

@@ -62,11 +62,22 @@ def sweep_cases(ops, shapes, sizes) -> list[tuple[str, tuple[int, ...]]]:
     from benchmarks import cases
     out = []
     for op in ops:
-        if op == "matmul":
+        if op not in swept_ops():
+            raise ValueError(f"the sweep times {', '.join(swept_ops())}; not '{op}' (its "
+                             f"benchmark shape is fixed)")
+        if cases.BENCHES[op].sweep == "sizes":
             out += [(op, (n,)) for n in sizes or cases.MATMUL_SIZES]
         else:
             out += [(op, tuple(shape)) for shape in shapes or cases.MEMORY_SHAPES]
     return out
+
+
+def swept_ops() -> tuple[str, ...]:
+    """The ops the sweep times: those resized by rows (--shape), then by sizes (--size)."""
+    from benchmarks import cases
+    from benchmarks.bench import SWEEP_KINDS
+    return tuple(op for kind in SWEEP_KINDS for op, spec in cases.BENCHES.items()
+                 if spec.sweep == kind)
 
 
 def parse_size(text: str) -> int:
@@ -97,7 +108,7 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             return timing.per_call_ms(fn)
 
-    from benchmarks import cases, llm_cases
+    from benchmarks import cases
     from benchmarks.__main__ import measured_copy_gbs
     from triton_cts.profiles import ProfileError, load_profiles
     from triton_cts.profiles.vendor_selection import attached_device, match_device
@@ -105,7 +116,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", action="append", required=True,
-                        choices=cases.MEMORY_OPS + llm_cases.ROW_OPS + ("matmul",))
+                        choices=swept_ops())
     parser.add_argument("--dtype", action="append", choices=("bfloat16", "float16", "float32"))
     parser.add_argument("--shape", action="append", type=parse_shape,
                         help="MxN (repeatable; default: the benchmark shapes)")
@@ -140,24 +151,16 @@ def main(argv=None) -> int:
     dtypes = [getattr(torch, d) for d in (args.dtype or ["bfloat16", "float32"])]
     rows, records = [], []
 
-    def benches(op, shape, dtype, profile):
-        """One bench (matmul float32: one per input precision the profile runs)."""
-        if op == "matmul":
-            return cases.matmul(shape[0], dtype, profile)
-        if op in llm_cases.ROW_OPS:
-            return [llm_cases.row_bench(op, dtype, profile, shape)]
-        return [cases.memory_bound(op, shape, dtype, profile)]
-
     for (op, shape), dtype in itertools.product(sweep_cases(args.op, args.shape, args.size),
                                                 dtypes):
         torch.manual_seed(0)
-        eager = benches(op, shape, dtype, base)
+        eager = cases.benches(op, dtype, base, shape)  # matmul float32: one per precision
         torch_ms = [0.0 if b.flops else kernel_ms(b.torch_eager) for b in eager]
         del eager
         group = []
         for changes, profile in variants:
             torch.manual_seed(0)
-            for i, bench in enumerate(benches(op, shape, dtype, profile)):
+            for i, bench in enumerate(cases.benches(op, dtype, profile, shape)):
                 record = {**bench.cell, "op": op, "setting": changes, "precision": bench.precision}
                 try:
                     if bench.flops:  # compute-bound: against torch timed right after, rounds

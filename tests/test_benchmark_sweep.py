@@ -43,12 +43,11 @@ def test_matmul_is_swept_at_sizes_and_memory_ops_at_shapes():
 def test_the_llm_row_ops_are_swept_at_shapes_and_others_refused(capsys):
     """The fused add + RMS norm, SwiGLU and GEGLU take --shape as their rows; an op the
     sweep cannot time (cross-entropy at its vocabulary) is refused by argparse by name."""
-    from benchmarks import llm_cases
     from benchmarks.sweep import main
     assert sweep_cases(["fused_add_rms_norm"], [(64, 4096)], None) == [
         ("fused_add_rms_norm", (64, 4096))]
-    with pytest.raises(KeyError):
-        llm_cases.row_bench("cross_entropy", None, None, (8, 16))
+    with pytest.raises(ValueError, match="not 'cross_entropy'"):
+        sweep_cases(["cross_entropy"], [(8, 16)], None)
     with pytest.raises(SystemExit):
         main(["--op", "cross_entropy"])
     assert "invalid choice: 'cross_entropy'" in capsys.readouterr().err

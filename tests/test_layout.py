@@ -5,7 +5,7 @@ from pathlib import Path
 
 from triton_cts import CHECKOUT
 
-PACKAGES = ("triton_cts", "kernels", "suites", "reports")
+PACKAGES = ("triton_cts", "kernels", "suites", "reports", "benchmarks")
 MAX_LINES = 600
 
 
