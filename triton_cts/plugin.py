@@ -20,7 +20,8 @@ from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
 from triton_cts.execution.size_budget import boundary_shapes
 from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
 from triton_cts.targets import (CHECK_PROPERTY, SELECTION_KEY, CheckTarget, Selection,
-                                build_selection, check_fields, dtype_gap, is_check, selection)
+                                build_selection, check_fields, dtype_gap, is_check,
+                                is_suite_test_id, selection)
 
 pytest_plugins = ["triton_cts.results.plugin"]  # result records, expectations, shards, reports
 REQUIRABLE_MODES = tuple(m for m in MODE_CHOICES if m != "auto")  # --require-mode
@@ -58,8 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("triton-cts", "triton-cts conformance options")
     group.addoption("--vendor", action="append", default=[], metavar="SEL",
                     help="profiles to check: a family (nvidia, rocm, npu), a profile name, "
-                         "'all', or 'auto' (default: the attached device's profile, or every "
-                         "profile on a CPU-only machine). Repeatable.")
+                         "'all', or 'auto' (the attached device's profile, or every profile on a "
+                         "CPU-only machine). Default: 'auto', but one profile per family on a "
+                         "CPU-only machine. Repeatable.")
     group.addoption("--profile-dir", action="append", default=[], metavar="DIR",
                     help="extra folder of vendor profile TOML files. Repeatable.")
     group.addoption("--mode", action="append", default=[], choices=MODE_CHOICES,
@@ -157,6 +159,22 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"triton-cts: implementations: {', '.join(sorted({i.name for i in sel.impls}))}",
         f"triton-cts: hypothesis profile: {_hypothesis_profile_line(config)}",
     ]
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """A run without --vendor on a CPU-only machine checked one profile per family: say
+    which it left out and the command that checks them all."""
+    sel = config.stash.get(SELECTION_KEY, None)
+    if sel is None or config.getoption("vendor") or sel.device is not None:
+        return
+    if not any(is_suite_test_id(getattr(r, "nodeid", None) or "")
+               for reports in terminalreporter.stats.values() for r in reports):
+        return  # no suite check ran: the harness's own tests, say
+    from triton_cts.profiles import load_profiles
+    from triton_cts.profiles.vendor_selection import left_out_note
+    note = left_out_note(sel.profiles, load_profiles(sel.profile_dirs))
+    if note:
+        terminalreporter.write_line(note)
 
 
 def _hypothesis_profile_line(config: pytest.Config) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from triton_cts import adapters
-from triton_cts.errors import UsageError
+from triton_cts.errors import UsageError, did_you_mean
 from triton_cts.execution.modes import Mode, parse_modes
 from triton_cts.ops import catalog
 from triton_cts.ops.implementation import Implementation
@@ -118,7 +118,8 @@ def build_selection(config: pytest.Config) -> Selection:
     ops_filter = config.getoption("op")
     unknown = [o for o in ops_filter if o not in registry.ops]
     if unknown:
-        raise UsageError(f"unknown op(s) {', '.join(unknown)}; known ops: "
+        hints = "".join(did_you_mean(o, registry.ops) for o in unknown)
+        raise UsageError(f"unknown op(s) {', '.join(unknown)}{hints}; known ops: "
                          f"{', '.join(sorted(registry.ops))}")
     return Selection(selected, modes, registry, impls, device, device_profile, ops_filter,
                      profile_dirs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Iterable, Mapping
 
-from triton_cts.errors import UsageError
+from triton_cts.errors import UsageError, did_you_mean
 from triton_cts.ops.implementation import REFERENCE, Implementation, ImplementationLoadError
 from triton_cts.ops.spec import OpSpec
 
@@ -29,7 +29,8 @@ class Registry:
 
     def add(self, impl: Implementation) -> None:
         if impl.op not in self.ops:
-            raise UsageError(f"implementation '{impl.name}' is for unknown op '{impl.op}'; "
+            raise UsageError(f"implementation '{impl.name}' is for unknown op '{impl.op}'"
+                             f"{did_you_mean(impl.op, self.ops)}; "
                              f"known ops: {', '.join(sorted(self.ops))}")
         existing = self.implementations[impl.op]
         if any(i.name == impl.name for i in existing):
@@ -60,7 +61,10 @@ class Registry:
                 try:  # fail at start-up, not in the middle of a run
                     impl.load()
                 except ImplementationLoadError as exc:
-                    raise UsageError(f"--impl {value}: {exc}") from exc
+                    hint = ("; the module must be importable here: put its folder on "
+                            "PYTHONPATH or install its package") \
+                        if "cannot import" in str(exc) else ""
+                    raise UsageError(f"--impl {value}: {exc}{hint}") from exc
                 picked = [impl]
             elif value == "all":
                 picked = [i for impls in self.implementations.values() for i in impls]
@@ -68,7 +72,8 @@ class Registry:
                 picked = [i for impls in self.implementations.values() for i in impls
                           if i.name == value or i.name.startswith(value + "/")]
                 if not picked:
-                    raise UsageError(f"unknown implementation '{value}'; known: "
+                    raise UsageError(f"unknown implementation '{value}'"
+                                     f"{did_you_mean(value, [*self.names(), 'all'])}; known: "
                                      f"{', '.join(sorted(self.names()))}, all, or OP=module:function")
             chosen += [i for i in picked if i not in chosen]
         return chosen

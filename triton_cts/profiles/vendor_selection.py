@@ -4,9 +4,10 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
-from triton_cts.errors import UsageError
+from triton_cts.errors import UsageError, did_you_mean
 from triton_cts.profiles import VENDOR_FAMILIES, Profile
 from triton_cts.profiles.schema import SPECIAL_SELECTORS
 
@@ -81,12 +82,51 @@ def match_device(device: DeviceInfo, profiles: Mapping[str, Profile]) -> Profile
     return nearest
 
 
+#: The profile of each family that a run without ``--vendor`` checks on a CPU-only
+#: machine (the test command's, docs/suite-cost.md): a first run that ends in minutes.
+#: ``--vendor all`` checks every profile.
+REPRESENTATIVES = {"nvidia": "nvidia-sm90", "rocm": "amd-gfx942", "npu": "npu-ascend910b",
+                   "intel": "intel-pvc"}
+#: What ``--vendor all`` costs on a CPU-only machine (docs/suite-cost.md).
+ALL_PROFILES_COST = "about 39 minutes on two cores"
+
+
+def representatives(profiles: Mapping[str, Profile]) -> list[Profile]:
+    """One bundled profile per family (:data:`REPRESENTATIVES`, else the family's first by
+    name) and every profile from a ``--profile-dir``."""
+    from triton_cts import PROFILE_DIR
+    bundled = {n: p for n, p in profiles.items()
+               if Path(p.source).resolve().parent == Path(PROFILE_DIR).resolve()}
+    picked = [p for p in profiles.values() if p.name not in bundled]
+    for family in VENDOR_FAMILIES:
+        of_family = sorted(n for n, p in bundled.items() if p.vendor == family)
+        if of_family:
+            name = REPRESENTATIVES.get(family)
+            picked.append(bundled[name if name in of_family else of_family[0]])
+    return sorted(picked, key=lambda p: p.name)
+
+
+def left_out_note(selected: list[Profile], profiles: Mapping[str, Profile]) -> str | None:
+    """The end-of-run line of a default CPU-only selection: the profiles it left out and
+    the command that checks them all; None when none was left out."""
+    names = {p.name for p in selected}
+    left = sorted(n for n in profiles if n not in names)
+    if not left:
+        return None
+    return (f"triton-cts: no --vendor on a CPU-only machine: checked one profile per family "
+            f"({', '.join(sorted(names))}); left out {len(left)}: {', '.join(left)}. "
+            f"Every profile: add --vendor all ({ALL_PROFILES_COST}).")
+
+
 def select_profiles(selectors: list[str], profiles: Mapping[str, Profile],
                     device: DeviceInfo | None) -> list[Profile]:
     """Resolve ``--vendor`` values (family, profile name, ``all``, ``auto``) to profiles.
 
     ``auto`` means the attached device's profile, or every profile on a CPU-only machine.
+    No ``--vendor`` is ``auto``, except on a CPU-only machine: :func:`representatives`.
     """
+    if not selectors and device is None:
+        return representatives(profiles)
     chosen: dict[str, Profile] = {}
     for selector in selectors or ["auto"]:
         sel = selector.strip().lower()
@@ -100,7 +140,8 @@ def select_profiles(selectors: list[str], profiles: Mapping[str, Profile],
             picked = [profiles[selector]]
         else:
             raise UsageError(
-                f"unknown vendor or profile '{selector}'. Families: "
+                f"unknown vendor or profile '{selector}'"
+                f"{did_you_mean(selector, [*VENDOR_FAMILIES, *SPECIAL_SELECTORS, *profiles])}. Families: "
                 f"{', '.join(VENDOR_FAMILIES)}; special: {', '.join(SPECIAL_SELECTORS)}; "
                 f"profiles: {', '.join(sorted(profiles))}")
         if not picked:
