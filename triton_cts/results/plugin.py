@@ -34,8 +34,9 @@ from triton_cts.results.records import (Record, conforms, split_properties, summ
 from triton_cts.results.report_io import ReportError, atomic_write, document, dump_report
 from triton_cts.results.interruption import RunWatch
 from triton_cts.results.records import outcome, run_problems
-from triton_cts.results.status import (ExpectationWarning, Status, classify_phase, failing_shape,
-                                       falsifying_example, first_line, is_quality_warning, worst)
+from triton_cts.results.status import (MESSAGE_LIMIT, ExpectationWarning, Status, bounded,
+                                       classify_phase, failing_shape, falsifying_example,
+                                       first_line, is_quality_warning, traceback_tail, worst)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -201,16 +202,20 @@ class Collector(RunWatch):
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.is_check(report):
             return
-        message, text = "", ""
+        message, text, cause = "", "", {}
         if report.skipped and isinstance(report.longrepr, tuple):
             message = str(report.longrepr[2]).removeprefix("Skipped: ")
         elif report.failed:
             text = report.longreprtext if not isinstance(report.longrepr, str) else report.longrepr
             crash = getattr(report.longrepr, "reprcrash", None)
             message = crash.message if crash is not None else first_line(text)
+            # the whole cause: Triton's multi-line CompilationError body, the last frames
+            cause = {"message": bounded(crash.message if crash is not None else text,
+                                        MESSAGE_LIMIT),
+                     "traceback": traceback_tail(report.longrepr)}
         status, reason = classify_phase(report.when, report.outcome, message, text,
                                         getattr(report, "wasxfail", None))
-        self.phases.setdefault(report.nodeid, []).append((report, status, reason, text))
+        self.phases.setdefault(report.nodeid, []).append((report, status, reason, text, cause))
         self._records = None
 
     def pytest_collectreport(self, report) -> None:
@@ -329,14 +334,15 @@ class Collector(RunWatch):
             "unattributed": f"{nodeid}: no report carried what it checks (the test never "
                             f"reached setup in a process that collected it)"})
         unattributed = fields.pop("unattributed", None)
-        status = worst(s for _, s, _, _ in phases)
-        reason = next((r for _, s, r, _ in phases if s is status and r), "")
+        status = worst(s for _, s, *_ in phases)
+        reason = next((r for _, s, r, *_ in phases if s is status and r), "")
+        cause = next((c for _, s, _, _, c in phases if s is status and c), {})
         if unattributed:  # a record all the same, never silence
             if status in (Status.CRASH, Status.HARNESS_ERROR):
                 reason = f"{reason}; {unattributed}" if reason else unattributed
             else:
                 status, reason = Status.HARNESS_ERROR, unattributed
-        text = "\n".join(t for _, _, _, t in phases if t)
+        text = "\n".join(t for _, _, _, t, _ in phases if t)
         # Properties accumulate on the item: the last phase report carries all of them.
         split = split_properties([(k, v) for k, v in max(
             (list(getattr(rep, "user_properties", [])) for rep, *_ in phases), key=len)
@@ -350,6 +356,7 @@ class Collector(RunWatch):
                      shape=failing_shape(text) if text else None,
                      example=falsifying_example(text) if text else None,
                      duration_s=round(sum(rep.duration for rep, *_ in phases), 4),
+                     message=cause.get("message"), traceback=cause.get("traceback"),
                      **fields, **split).to_dict()
         rec["expectation"] = expectation_record(exp)
         return rec

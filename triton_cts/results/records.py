@@ -34,6 +34,10 @@ class Record:
     params: dict = field(default_factory=dict)
     shape: str | None = None
     reason: str = ""
+    #: a failure's whole exception message (bounded: ``status.MESSAGE_LIMIT``) and the last
+    #: frames of its traceback (``status.TRACEBACK_FRAMES``), None where it did not fail
+    message: str | None = None
+    traceback: str | None = None
     errors: list[dict] = field(default_factory=list)          # output, max_abs_error, bound
     compile_stats: list[dict] = field(default_factory=list)
     quality_warnings: list[str] = field(default_factory=list)

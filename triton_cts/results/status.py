@@ -103,9 +103,9 @@ def classify_phase(when: str, outcome: str, message: str = "", longrepr: str = "
     if _TIMEOUT.search(message) or message.startswith("Failed: Timeout"):
         return Status.TIMEOUT, first_line(message)
     if when != "call":
-        return Status.HARNESS_ERROR, f"error in {when}: {first_line(message or text)}"
+        return Status.HARNESS_ERROR, f"error in {when}: {cause_line(message or text)}"
     return (Status.FAIL if blames_the_target(message, text) else Status.HARNESS_ERROR,
-            first_line(message or text))
+            cause_line(message or text))
 
 
 def blames_the_target(message: str, longrepr: str) -> bool:
@@ -131,9 +131,70 @@ def _raised_in_triton(longrepr: str) -> bool:
                                       places[-1]) is not None
 
 
-def first_line(text: str, limit: int = 300) -> str:
+#: What a record keeps of a failure: the whole exception message, and the last frames of
+#: its traceback, each bounded (a message or traceback beyond it keeps its head or tail).
+MESSAGE_LIMIT = 16000
+TRACEBACK_FRAMES = 8
+TRACEBACK_LIMIT = 4000
+#: A reason is one line; a numeric failure's (index, values, bound) stays whole below this.
+REASON_LIMIT = 2000
+
+
+def first_line(text: str, limit: int = REASON_LIMIT) -> str:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+# Triton's CompilationError: "at L:C:", the source lines, a caret line, then the error
+_LOCATION_HEADER = re.compile(r"^[\w.]*CompilationError: at \d+:\d+:\s*$")
+_CARET = re.compile(r"^\s*\^+\s*$")
+
+
+def cause_line(message: str) -> str:
+    """The reason of a failure: the message's first line, and for a Triton
+    ``CompilationError`` (whose first line is only the location, ``at 7:29:``) the error
+    that follows the source excerpt."""
+    head = first_line(message)
+    if not _LOCATION_HEADER.match(head):
+        return head
+    lines = str(message).splitlines()
+    carets = [i for i, ln in enumerate(lines) if _CARET.match(ln)]
+    after = lines[carets[-1] + 1:] if carets else lines[1:]
+    error = next((ln.strip() for ln in after if ln.strip()), "")
+    return first_line(f"{head} {error}") if error else head
+
+
+def bounded(text: str | None, limit: int, keep: str = "head") -> str | None:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if text is None or len(text) <= limit:
+        return text
+    cut = f"\n... ({len(text) - limit} characters left out)\n"
+    return text[:limit] + cut if keep == "head" else cut.lstrip("\n") + text[-limit:]
+
+
+def traceback_tail(longrepr, frames: int = TRACEBACK_FRAMES,
+                   limit: int = TRACEBACK_LIMIT) -> str | None:
+    """The last ``frames`` frames of a pytest failure representation, one ``path:line``
+    line and its source line each (Python's own text under ``--tb=native``), or None
+    where the representation has no traceback (a crash report's text, ``--tb=no``)."""
+    chain = getattr(longrepr, "chain", None)
+    reprtb = chain[-1][0] if chain else getattr(longrepr, "reprtraceback", None)
+    entries = getattr(reprtb, "reprentries", None)
+    if not entries:
+        return None
+    out = []
+    for entry in list(entries)[-frames:]:
+        loc = getattr(entry, "reprfileloc", None)
+        lines = [str(ln) for ln in getattr(entry, "lines", ()) or ()]
+        if loc is None:  # ReprEntryNative: already Python's traceback text
+            out.append("".join(lines).rstrip("\n"))
+            continue
+        marked = [ln[1:].strip() for ln in lines if ln.startswith(">")]
+        source = marked[0] if marked else next((ln.strip() for ln in lines
+                                                if ln.strip() and not ln.startswith("E ")), "")
+        where = f"{loc.path}:{loc.lineno}" + (f": {loc.message}" if loc.message else "")
+        out.append(where + (f"\n    {source}" if source else ""))
+    return bounded("\n".join(out), limit, keep="tail") or None
 
 
 _SHAPE = re.compile(r"\bshape=(\([\d, ]*\))")
