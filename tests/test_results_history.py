@@ -66,6 +66,13 @@ def test_values_as_the_run_files_recorded_them(tables):
     # a table of rows named by a rows_format (h200-triton3.6-rms-norm-ablation.json)
     assert _value(h200, "h200-triton3.6-rms-norm-ablation", shape="16384x4096",
                   setting="liger gemma", metric="median_ms") == 0.06695028364349523
+    # rows of a scratch script, named by what its "what" says the columns are
+    # (h200-triton3.6-fused-linear-cross-entropy.json: ms, peak MiB, errors per chunk rows)
+    flce = "h200-triton3.6-fused-linear-cross-entropy"
+    assert _value(h200, flce, run="before_in_product_sums", setting="chunk_rows=256",
+                  metric="ms") == 121.16831970214844
+    assert _value(h200, flce, run="after_seed0", impl="torch",
+                  metric="rel_err_grad_x") == 0.0027355090714991093
     # launch-overhead columns kept per op (h200-triton3.6-cross-entropy-one-launch.json)
     assert _value(h200, "h200-triton3.6-cross-entropy-one-launch", op="cross_entropy",
                   run="launch_overhead / before_1", metric="torch_us") == 121.9
