@@ -10,9 +10,10 @@ DIR``): one self-contained page, ``DIR/index.html``, with
   status changes, compile-stat regressions, behaviour differences), from
   :func:`reports.diff.diff` and :func:`triton_cts.results.behaviour.diff`;
 - the findings (``FINDINGS.md`` ids, ``F24``) that explain failures, named by the reason,
-  link or finding of the expectation entry that waived a check, or of an entry of an
-  expectation file given with ``--expectations`` (it names findings, it never changes a
-  status);
+  link or finding of the expectation entry that waived a check, of an entry of the shipped
+  known-defect files of the run's Triton version (``expectations/triton-X.Y/FAMILY.toml``)
+  or of an expectation file given with ``--expectations`` (these name findings, they never
+  change a status);
 - a trend of the pass rate and the failures per target over the runs given.
 
 Shards of one run (the same selection, Triton, torch, device and commit) are merged
@@ -37,8 +38,10 @@ from reports.diff import diff
 from reports.html import COLOURS
 from reports.merge import merge
 from reports.selection import normalized_command, selection_changes, selection_key
+from triton_cts import CHECKOUT
 from triton_cts.results import behaviour
-from triton_cts.results.expectations import Expectation, load_expectations, match_expectation
+from triton_cts.results.expectations import (Expectation, known_defect_files, load_expectations,
+                                             match_expectation)
 from triton_cts.results.records import ran, run_problems
 from triton_cts.results.report_io import ReportError, atomic_write, load_report
 from triton_cts.results.status import Status, worst
@@ -296,10 +299,24 @@ def failing_dtypes(records: list[dict]) -> list[str]:
     return sorted(out)
 
 
+def known_defects(run: Run) -> list[Path]:
+    """The shipped known-defect files for a run's Triton version and the families of its
+    records (``expectations/triton-X.Y/FAMILY.toml``), as a run of this checkout uses."""
+    return known_defect_files(run.env.get("triton"),
+                              {r["vendor"] for r in run.doc["records"] if r.get("vendor")})
+
+
 def model(runs: list[Run], out_dir, findings_path=FINDINGS,
-          expectations: list[Expectation] = ()) -> dict:
+          expectations: list[Expectation] = (), use_known_defects: bool = True) -> dict:
+    """The page's content. Findings are named by the records' own expectation entries, by
+    ``expectations`` and, unless ``use_known_defects`` is off, by the shipped known-defect
+    files of each run's Triton version and families."""
     out_dir = Path(out_dir)
     findings = load_findings(findings_path)
+    known_files = {run.index: known_defects(run) if use_known_defects else [] for run in runs}
+    naming = {run.index: list(expectations) + [e for f in known_files[run.index]
+                                               for e in load_expectations(f, known=True)]
+              for run in runs}
     href = lambda p: Path(os.path.relpath(Path(p).resolve(), out_dir.resolve())).as_posix()  # noqa: E731
     all_slices = [s for run in runs for s in slices(run)]
     rows = sorted(all_slices, key=lambda s: (s.target, s.mode, version_key(s.triton), s.torch,
@@ -311,7 +328,7 @@ def model(runs: list[Run], out_dir, findings_path=FINDINGS,
     cell_findings: dict[tuple, list[str]] = defaultdict(list)
     for s in rows:
         for r in s.records:
-            for fid in record_findings(r, list(expectations)):
+            for fid in record_findings(r, naming[s.run.index]):
                 if fid not in s.findings:
                     s.findings.append(fid)
                 if fid not in cell_findings[(id(s), r.get("op") or "-")]:
@@ -398,8 +415,18 @@ def model(runs: list[Run], out_dir, findings_path=FINDINGS,
             "selection": {r.index: sorted({c for c in (normalized_command(s.get("command"))
                                                         for s in r.env.get("shards") or [r.env])
                                            if c}) for r in runs},
+            "known_files": {i: [_checkout_path(f) for f in fs] for i, fs in known_files.items()},
+            "expectation_files": sorted({e.source for e in expectations}),
             "fmt_date": _date, "fmt_commit": _commit, "fmt_rate": _rate,
             "palette": _palette(triton_versions)}
+
+
+def _checkout_path(path) -> str:
+    """A path in the checkout as the checkout names it (never a machine path)."""
+    try:
+        return Path(path).resolve().relative_to(CHECKOUT.resolve()).as_posix()
+    except ValueError:
+        return Path(path).name
 
 
 def _time(text: str) -> float | None:
@@ -498,12 +525,12 @@ def output_path(out_dir) -> Path:
 
 
 def build(arguments: list[str], out_dir, findings_path=FINDINGS,
-          expectation_files: list[str] = ()) -> tuple[Path, dict]:
+          expectation_files: list[str] = (), use_known_defects: bool = True) -> tuple[Path, dict]:
     """Read the runs, write ``DIR/index.html``; returns its path and the page model."""
     target = output_path(out_dir)
     expectations = [e for f in expectation_files for e in load_expectations(f)]
     runs = load_runs(arguments)
-    page = model(runs, out_dir, findings_path, expectations)
+    page = model(runs, out_dir, findings_path, expectations, use_known_defects)
     html = render(page)
     atomic_write(target, html)
     return target, page
@@ -526,11 +553,15 @@ def add_subcommand(sub) -> None:
     p.add_argument("--expectations", action="append", default=[], metavar="FILE",
                    help="an expectation file whose entries' reasons or links name the "
                         "findings that explain failures (repeatable); statuses stay as run")
+    p.add_argument("--no-known-defects", dest="known_defects", action="store_false",
+                   help="do not name findings from the shipped known-defect files "
+                        "(expectations/triton-X.Y/FAMILY.toml of each run's Triton version)")
     p.set_defaults(run=cmd_scoreboard)
 
 
 def cmd_scoreboard(args) -> int:
-    path, page = build(args.runs, args.output, args.findings, args.expectations)
+    path, page = build(args.runs, args.output, args.findings, args.expectations,
+                       args.known_defects)
     print(f"{len(page['runs'])} run(s) from {len(args.runs)} file(s), "
           f"{len(page['targets'])} target(s), triton {', '.join(page['triton_versions'])}, "
           f"{len(page['version_changes'])} comparison(s) between Triton versions, "

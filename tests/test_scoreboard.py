@@ -29,7 +29,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def build(out, *runs, extra=()):
     argv = ["scoreboard", *map(str, runs), "-o", str(out),
             "--findings", str(FIXTURES / "findings.md"),
-            "--expectations", str(FIXTURES / "findings.toml"), *extra]
+            "--expectations", str(FIXTURES / "findings.toml"), "--no-known-defects", *extra]
     return reports_main(argv)
 
 
@@ -181,6 +181,25 @@ def test_output_folder_that_is_a_file_is_refused(tmp_path, capsys):
     assert out.read_text() == "not a folder"
 
 
+def test_shipped_known_defects_name_the_findings_of_a_run(tmp_path):
+    """A run of Triton 3.6 made without expectation files: the shipped
+    expectations/triton-3.6/nvidia.toml names F25 for its tl.fdiv failure."""
+    doc = json.loads(A.read_text())
+    tid = ("suites/test_language_math.py::test_ulp_within_profile_bound[tl_fdiv-reference-"
+           "nvidia-sm90-device-float16]")
+    doc["records"] = [{"test_id": tid, "status": "fail", "op": "tl_fdiv", "impl": "reference",
+                       "profile": "nvidia-sm90", "vendor": "nvidia", "mode": "device",
+                       "dtype": "float16", "reason": "RuntimeError: PassManager::run failed"}]
+    run = _write(tmp_path / "fdiv.json", json.dumps(doc))
+    assert reports_main(["scoreboard", str(run), "-o", str(tmp_path / "on")]) == 0
+    page = (tmp_path / "on" / "index.html").read_text()
+    assert re.findall(r'<tr class="finding" data-id="(F\d+)">', page) == ["F25"]
+    assert "<code>expectations/triton-3.6/nvidia.toml</code>" in page
+    assert reports_main(["scoreboard", str(run), "-o", str(tmp_path / "off"),
+                         "--no-known-defects"]) == 0
+    assert 'id="no-findings"' in (tmp_path / "off" / "index.html").read_text()
+
+
 def test_project_findings_table_parses():
     ids = load_findings(FINDINGS)
     assert {f"F{i}" for i in range(1, 28)} <= set(ids)
@@ -201,7 +220,7 @@ def test_published_scoreboard_is_what_its_readme_command_builds(monkeypatch):
     assert Path(args.output).resolve() == PUBLISHED.resolve()
     runs = load_runs(args.runs)
     expectations = [e for f in args.expectations for e in load_expectations(f)]
-    html = render(model(runs, args.output, args.findings, expectations))
+    html = render(model(runs, args.output, args.findings, expectations, args.known_defects))
     assert html == (PUBLISHED / "index.html").read_text(), \
         "reports/published/scoreboard/index.html is stale: rebuild it with its README's command"
 
