@@ -34,7 +34,8 @@ instead of BLOCK: shorter dependency chains pipeline better). Products accumulat
 float64 where the profile's target has it (``dtypes.supported``), else in float32, and
 partials are kept in that precision between stages: float32 multiplies of values near 1
 round with a bias (about -5e-10 relative a multiply), so a float32 tree of 2^26 factors
-near 1 erred by 2.3% on an H100, where torch's float32 prod erred at most half as much.
+near 1 erred more than torch's float32 prod (benchmarks/results/h100.jsonl, experiment
+"comments").
 The kernels are bound by memory: one float64 multiply per float32 element read at the
 profile's ``peak.memory_bandwidth_gbs`` is about 1% of its ``peak.dense_tflops.float64``
 on nvidia-sm90.
