@@ -118,7 +118,7 @@ class Slice:
     @property
     def implementations(self) -> list[str]:
         """The implementations checked, by family (``reference`` for reference/tiled)."""
-        return sorted({(r.get("impl") or "-").split("/")[0] for r in self.records})
+        return sorted({r["impl"].split("/")[0] for r in self.records if r.get("impl")}) or ["-"]
 
     @property
     def ops(self) -> set[str]:
