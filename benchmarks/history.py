@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -282,6 +283,8 @@ def main(argv=None) -> int:
     except HistoryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the listing piped into head: what was read is enough
+        sys.stdout = open(os.devnull, "w")
     return 0
 
 
