@@ -1,5 +1,5 @@
 """The README's test command is written in three places: the README, `.ci/run` and
-`tox -e cpu` (`tox -e cpu-all`: the same without the profile selection). A selection
+`tox -e cpu` (`tox -e cpu-all`: the same with `--vendor all` for its selection). A selection
 changed in one of them alone would make CI check other profiles than the README says."""
 import configparser
 import re
@@ -52,4 +52,4 @@ def test_ci_and_tox_cpu_run_the_readme_test_command():
 def test_tox_cpu_all_is_the_same_command_for_every_profile():
     readme = readme_test_command()
     assert "--vendor" in readme
-    assert tox_command("cpu-all") == without_selection(readme)
+    assert tox_command("cpu-all") == without_selection(readme) + ["--vendor", "all"]

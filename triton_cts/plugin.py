@@ -161,20 +161,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, config: pytest.Config):
     """A run without --vendor on a CPU-only machine checked one profile per family: say
-    which it left out and the command that checks them all."""
+    which it left out and the command that checks them all, after pytest's own summary."""
+    result = yield
     sel = config.stash.get(SELECTION_KEY, None)
     if sel is None or config.getoption("vendor") or sel.device is not None:
-        return
+        return result
     if not any(is_suite_test_id(getattr(r, "nodeid", None) or "")
                for reports in terminalreporter.stats.values() for r in reports):
-        return  # no suite check ran: the harness's own tests, say
+        return result  # no suite check ran: the harness's own tests, say
     from triton_cts.profiles import load_profiles
     from triton_cts.profiles.vendor_selection import left_out_note
     note = left_out_note(sel.profiles, load_profiles(sel.profile_dirs))
     if note:
         terminalreporter.write_line(note)
+    return result
 
 
 def _hypothesis_profile_line(config: pytest.Config) -> str:
