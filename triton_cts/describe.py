@@ -81,7 +81,7 @@ def _input(op, dtype: torch.dtype) -> torch.Tensor:
 def _call(op, dtype: torch.dtype, profile):
     """(args, kwargs, float64 reference outputs, the reference kernel's outputs or None)."""
     from triton_cts.execution import launches
-    from triton_cts.ops.implementation import ImplementationLoadError, resolve
+    from triton_cts.ops.implementation import resolve
     x = _input(op, dtype)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(0))
     up = lambda a: a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
@@ -91,8 +91,8 @@ def _call(op, dtype: torch.dtype, profile):
         fn = resolve(op.reference_kernel)
         with launches.capture_launches():
             kernel_out = fn(*args, **kwargs, profile=profile)
-    except (ImplementationLoadError, Exception):  # noqa: BLE001 - dtypes then stay unknown
-        kernel_out = None
+    except Exception:  # noqa: BLE001 - not importable here, or it refuses the example
+        kernel_out = None  # the outputs' dtypes are then "not known"
     return x, args, kwargs, _as_tuple(ref), None if kernel_out is None else _as_tuple(kernel_out)
 
 
