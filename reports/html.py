@@ -166,7 +166,7 @@ def split_gaps(records: list[dict], coverage: dict) -> dict:
             else:
                 fields = _profile_fields() if fields is None else fields
                 attr = key.lower()
-                known = {name: flags.get(attr) for name, flags in fields.items()}
+                known = {name: flags.get(attr) for name, flags in fields.items() if name}
                 if all(known.get(p) is value for p in profiles) and \
                         any(v is (not value) for v in known.values()):
                     why = (f"the profile field {attr} is {value} on {', '.join(profiles)} "
@@ -176,7 +176,8 @@ def split_gaps(records: list[dict], coverage: dict) -> dict:
             expected.append({"gap": gap, "why": why})
         else:
             missing.append(gap)
-    return {"expected": expected, "missing": missing}
+    note = (fields or {}).get(None)
+    return {"expected": expected, "missing": missing, **({"note": note} if note else {})}
 
 
 def _profile_fields() -> dict[str, dict[str, bool]]:
@@ -184,8 +185,9 @@ def _profile_fields() -> dict[str, dict[str, bool]]:
     try:
         from triton_cts.profiles import Profile, load_profiles
         profiles = load_profiles()
-    except Exception:  # a renderer without profiles still renders; every gap reads missing
-        return {}
+    except Exception as exc:  # the page still renders, and says why no field explains a gap
+        return {None: f"the vendor profiles could not be read ({exc}), so no profile field "
+                      f"explains a gap"}
     names = [n for n, v in vars(Profile).items() if isinstance(v, property)]
     out = {}
     for name, p in profiles.items():
@@ -283,7 +285,7 @@ def _sha256(text: str) -> str:
 
 def render(doc: dict) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.do"])
     records = doc["records"]
     cause_list, causes = failure_causes(records)
     coverage = doc.get("coverage") or {}

@@ -162,11 +162,11 @@ def browser(tmp_path_factory):
 
 
 def assert_scrolled_to_the_list(browser):
-    """The check list's heading is at the top of the window (or the page is scrolled as
-    far as it goes, where what follows the heading is shorter than the window)."""
-    top, y, bottom = browser.js("return [document.getElementById('checks').getBoundingClientRect().top,"
-                                "window.scrollY, document.documentElement.scrollHeight - window.innerHeight]")
-    assert y > 0 and (abs(top) < 2 or y >= bottom - 1), (top, y, bottom)
+    """The page is scrolled down to the check list: its filters in the upper half of the
+    window (the list's heading at the top, or the page as far down as it goes)."""
+    top, y, height = browser.js("return [document.getElementById('filters').getBoundingClientRect().top,"
+                                "window.scrollY, window.innerHeight]")
+    assert y > 0 and 0 <= top < height / 2, (top, y, height)
 
 
 def loaded(browser, url):
@@ -259,7 +259,10 @@ def review_doc():
     records += [_rec(f"n{i}", "not_supported", op="softmax", reason="not supported: float64")
                 for i in range(2)]
     records += [_rec(f"c{i}", "fail", op="tl_topk",
-                     reason="triton.compiler.errors.CompilationError: at 7:29:") for i in range(3)]
+                     reason="triton.compiler.errors.CompilationError: at 7:29:",
+                     message="at 7:29:\n    y = tl.topk(x, 1)\n                 ^\n'dtype' object has no attribute 'numel'",
+                     traceback='File "suites/test_language_ops.py", line 80, in check\n    run(kernel)')
+                 for i in range(3)]
     records += [_rec(f"a{i}", "fail", op="gelu",
                      reason=f"AssertionError: output 0 has {i + 1} of 64 elements out of bounds")
                 for i in range(2)]
@@ -287,6 +290,14 @@ def test_a_summary_link_lists_its_cause_and_scrolls_to_the_list(review_page, bro
                         "function (td) { return td.textContent; })")
     assert sorted(listed) == [f"AssertionError: output 0 has {i} of 64 elements out of bounds" for i in (1, 2)]
     assert_scrolled_to_the_list(browser)
+
+
+def test_details_show_the_whole_message_and_the_last_frames(review_page, browser):
+    loaded(browser, review_page.as_uri() + "#op=tl_topk&details=1")
+    shown = browser.js("return [].map.call(document.querySelectorAll('#records tr.detail'), function (tr) {"
+                       "return [tr.querySelector('pre.message').textContent, tr.querySelector('pre.traceback').textContent]; })")
+    assert shown == [["at 7:29:\n    y = tl.topk(x, 1)\n                 ^\n'dtype' object has no attribute 'numel'",
+                      'File "suites/test_language_ops.py", line 80, in check\n    run(kernel)']] * 3
 
 
 def test_an_address_with_filters_scrolls_to_the_list(review_page, browser):
@@ -396,7 +407,7 @@ def test_repro_commands_rebuilt_in_the_page_are_the_records_own(run_of_47k, brow
 # ---- report data never runs ---------------------------------------------------------------
 PAYLOADS = ['<script>window.__pwned = 1; document.title = "PWNED"</script>',
             '"><img src=x onerror="window.__pwned = 2; document.title = \'PWNED\'">',
-            "javascript:window.__pwned=3;document.title='PWNED'",
+            "javascript:window.__pwned=3;void 0",
             "'><svg onload=window.__pwned=4>", "</script><script>window.__pwned=5</script>"]
 
 
@@ -435,7 +446,7 @@ def hostile_doc():
         h["properties"] = {**_hostile({"note": "n"}, keys=True), "launch_coverage": [
             {"kernel": _hostile("k"), "constexprs": {_hostile("F"): True}, "programs": 1}]}
         h["expectation"] = {"status": _hostile("xfail"), "reason": _hostile("r"),
-                            "link": "javascript:window.__pwned=6;document.title='PWNED'"}
+                            "link": "javascript:window.__pwned=6;void 0"}
         hostile.append(h)
     assert keep <= set(hostile[0])
     env = _hostile({"triton": "3", "torch": "2", "profiles": ["p"], "command": "c",
@@ -449,14 +460,13 @@ def hostile_doc():
 
 def test_markup_and_script_in_every_string_field_never_run(tmp_path, browser):
     page = render_file(tmp_path, "hostile", hostile_doc())
-    html = page.read_text()
-    assert "http-equiv=\"Content-Security-Policy\"" in html
     browser.get(page.as_uri() + "#details=1")
     assert browser.js("return document.body.getAttribute('data-ready')") == "1"  # its own script runs
     # open every collapsed part and click every link the data made
     browser.js("document.querySelectorAll('details').forEach(function (d) { d.open = true; });")
     browser.js("document.querySelectorAll('a').forEach(function (a) { if (!/^#/.test(a.getAttribute('href'))) a.click(); });")
     time.sleep(0.5)
+    assert browser.js("return document.body.getAttribute('data-ready')") == "1"  # the same page
     assert browser.js("return [typeof window.__pwned, document.title === 'PWNED', "
                       "document.querySelectorAll('img, svg, iframe, object').length, "
                       "document.querySelectorAll('[onerror], [onload]').length, "
@@ -466,5 +476,6 @@ def test_markup_and_script_in_every_string_field_never_run(tmp_path, browser):
     # the payloads are on the page as text
     assert browser.js("return document.body.textContent.indexOf('<script>window.__pwned = 1') >= 0")
     # and the policy stops script the page did not bring, should any get in
+    assert "http-equiv=\"Content-Security-Policy\"" in page.read_text()
     assert browser.js("var s = document.createElement('script'); s.textContent = 'window.__injected = 1';"
                       "document.body.appendChild(s); return typeof window.__injected") == "undefined"
