@@ -11,6 +11,7 @@ maps Waived and UnexpectedPass into ``--junitxml`` (skipped "waived: ..." and fa
 from __future__ import annotations
 
 import datetime
+from collections import Counter
 import platform
 import shlex
 import shutil
@@ -300,6 +301,11 @@ class Collector(RunWatch):
             tr.write_line(f"stale {msg}", yellow=True)
         for line in known_lines(known_waived(records)):
             tr.write_line(line)
+        every = self.config.getoption("verbose") > 0
+        users = [r for r in records if not (r.get("expectation") or {}).get("known")]
+        for line in (reason_summary(records, Status.NOT_SUPPORTED, every)
+                     + reason_summary(users, Status.WAIVED, every)):  # known ones: above
+            tr.write_line(line)
         gaps = coverage.summarize(records)["gaps"]
         if gaps:  # a quality warning of the run: paths no check reached
             tr.write_line(f"launch coverage: {len(gaps)} gap(s), situations no check "
@@ -414,6 +420,23 @@ def _html_renderer():
         sys.path.append(str(CHECKOUT))
     from reports.html import render
     return render
+
+
+def reason_summary(records: list[dict], status: Status, every: bool = False,
+                   most: int = 10) -> list[str]:
+    """The checks of one status in a line per reason, most frequent first (``most`` of
+    them unless ``every``): pytest's ``-ra`` gives three lines per check instead."""
+    reasons = Counter(first_line(r.get("reason") or "-", 200) for r in records
+                      if r["status"] == status.value)
+    if not reasons:
+        return []
+    shown = reasons.most_common(None if every else most)
+    lines = [f"{status.value.replace('_', ' ')}: {sum(reasons.values())} check(s), "
+             f"{len(reasons)} reason(s):"] + [f"  {n:6d}  {why}" for why, n in shown]
+    if len(shown) < len(reasons):
+        lines.append(f"  ... and {len(reasons) - len(shown)} more reason(s) (-v lists them "
+                     f"all; each record in --report-json holds its own)")
+    return lines
 
 
 def _in_checkout(path) -> str:
