@@ -38,6 +38,8 @@ TOP_CAUSES = 10  # causes shown open; the rest are one click away
 LAUNCH_COVERAGE = "launch_coverage"  # triton_cts.execution.coverage.PROPERTY
 _EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Failed|Exit|Interrupt|"
                         r"Group|Warning|Timeout|Expired|Exceeded|DidNotReproduce))(?::\s*|$)(.*)", re.S)
+#: hypothesis' @reproduce_failure('x.y.z', b'...'), as triton_cts.results.status reads it
+_BLOB = re.compile(r"@?reproduce_failure\(\s*(['\"])([\w.+-]+)\1\s*,\s*b(['\"])([^'\"]*)\3\s*\)")
 _GAP = re.compile(r"(?P<kernel>[^:]+): (?P<key>\w+) was always (?P<value>True|False)$")
 
 
@@ -221,6 +223,15 @@ def _repro_tail(r: dict):
     return None
 
 
+def _replay(r: dict):
+    """The replay command as the page rebuilds it: the repro command, then
+    ``--reproduce-failure VERSION:BLOB`` from the record's ``@reproduce_failure(...)``."""
+    m = _BLOB.search(r.get("reproduce_failure") or "")
+    if not m or not (m.group(2) + m.group(4)).isascii():
+        return None
+    return f"{r['repro']} --reproduce-failure {shlex.quote(m.group(2) + ':' + m.group(4))}"
+
+
 def payload(records: list[dict], causes: dict[int, str], cause_list: list[dict]) -> dict:
     strings = _Strings()
     cause_index = {c["id"]: i for i, c in enumerate(cause_list)}
@@ -243,6 +254,8 @@ def payload(records: list[dict], causes: dict[int, str], cause_list: list[dict])
             extra[k] = v
         if tail is None and r.get("repro"):
             extra["repro"] = r["repro"]
+        if tail is not None and extra.get("replay") and extra["replay"] == _replay(r):
+            del extra["replay"]  # the page rebuilds it from repro and reproduce_failure
         for stats in r.get("compile_stats") or []:
             if isinstance(stats, dict):
                 t = compile_tables.setdefault(r.get("profile") or "-", {"rows": []})

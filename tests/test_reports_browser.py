@@ -402,6 +402,14 @@ def test_repro_commands_rebuilt_in_the_page_are_the_records_own(run_of_47k, brow
     by_id = {r["test_id"]: r.get("repro") for r in doc["records"]}
     assert len(shown) == 100 and all(by_id[tid] == repro for tid, repro in shown)
     assert sum(repro is not None for _, repro in shown) > 50
+    # and a failure's replay command, the repro command with its @reproduce_failure blob
+    loaded(browser, page.as_uri() + "#status=fail&details=1")
+    shown = browser.js("return [].map.call(document.querySelectorAll('#records tr.detail'), "
+                       "function (tr) { var p = tr.querySelector('pre.replay');"
+                       "return [tr.querySelector('code').textContent, p ? p.textContent : null]; })")
+    replays = {r["test_id"]: r.get("replay") for r in doc["records"]}
+    assert shown and all(replays[tid] == replay for tid, replay in shown)
+    assert sum(replay is not None for _, replay in shown) >= 10
 
 
 # ---- report data never runs ---------------------------------------------------------------

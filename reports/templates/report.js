@@ -20,6 +20,8 @@
     var extra = row[NCORE + 6] || {};
     Object.keys(extra).forEach(function (k) { r[k] = extra[k]; });
     if (tail != null) r.repro = "pytest " + shq(r.test_id) + tail;
+    var blob = tail != null && !r.replay && /@?reproduce_failure\(\s*(['"])([\w.+-]+)\1\s*,\s*b(['"])([^'"]*)\3\s*\)/.exec(r.reproduce_failure || "");
+    if (blob) r.replay = r.repro + " --reproduce-failure " + shq(blob[2] + ":" + blob[4]);
     if (r.errors) r.errors = r.errors.map(function (e) { return {output: str(e[0]), max_abs_error: e[1], bound: str(e[2]), ratio: e[3]}; });
     return r;
   });
