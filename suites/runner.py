@@ -232,9 +232,10 @@ def reference_device(target) -> str:
     float64 does not give (``OpSpec.reference_on_cpu``). On one CPU thread a worker's
     float64 attention backward at a few thousand keys took minutes of a device run; float64
     is IEEE arithmetic on either, only the order of a sum may differ (1e-16 relative)."""
+    from triton_cts.execution import devices
     if (target.mode is Mode.DEVICE and target.op.reference_on_cpu is None
-            and torch.cuda.is_available()):
-        return "cuda"
+            and devices.available()):
+        return devices.device_type()
     return "cpu"
 
 
@@ -273,7 +274,8 @@ def in_float64(target, args: tuple, kwargs: dict, compute):
             pass
         finally:
             args64 = kwargs64 = None
-            torch.cuda.empty_cache()  # what the reference held is other workers' memory
+            from triton_cts.execution import devices
+            devices.empty_cache()  # what the reference held is other workers' memory
     args64, kwargs64 = reference_inputs(target, args, kwargs)
     return _on_cpu(compute(*args64, **kwargs64))
 
@@ -290,7 +292,8 @@ def torch_oracle(target, args: tuple, kwargs: dict):
     from it where torch cannot compute the op in that dtype there."""
     def compute():
         from triton_cts.execution.modes import _to_cpu, copy_with_layout
-        device = "cuda" if target.mode is Mode.DEVICE else "cpu"
+        from triton_cts.execution import devices
+        device = devices.device_type() if target.mode is Mode.DEVICE else "cpu"
         moved = tuple(copy_with_layout(a, device) if isinstance(a, torch.Tensor) else a
                       for a in args)
         try:

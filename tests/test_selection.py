@@ -62,9 +62,9 @@ def test_known_devices_map_to_their_profile(device, expected):
 
 
 def test_unknown_device_falls_back_to_nearest_of_family_with_warning():
-    l40 = DeviceInfo("cuda", "NVIDIA L40S", 89, 32, 142)
-    with pytest.warns(UnknownDeviceWarning, match="matches no profile exactly.*nvidia-sm90"):
-        assert match_device(l40, PROFILES).vendor == "nvidia"
+    l40 = DeviceInfo("cuda", "NVIDIA L40S", 89, 32, 142)  # sm_89: family sm8x, not Hopper
+    with pytest.warns(UnknownDeviceWarning, match="matches no profile exactly.*nvidia-sm80"):
+        assert match_device(l40, PROFILES).name == "nvidia-sm80"
     rx7600 = DeviceInfo("hip", "AMD Radeon RX 7600", "gfx1102", 32, 32)
     with pytest.warns(UnknownDeviceWarning, match="amd-gfx1100"):
         assert match_device(rx7600, PROFILES).name == "amd-gfx1100"

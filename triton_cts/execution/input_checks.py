@@ -5,7 +5,7 @@ from typing import Iterable
 
 import torch
 
-from triton_cts.execution import launches
+from triton_cts.execution import devices, launches
 from triton_cts.execution.modes import cpu_tensors_allowed
 from triton_cts.profiles import Profile
 
@@ -25,8 +25,9 @@ class WrongDeviceError(ValueError):
 def check_inputs(op: str, profile: Profile, dtypes: Iterable[torch.dtype],
                  **tensors: torch.Tensor | None) -> None:
     """Every named tensor: a tensor, on one usable device, of a dtype the op and profile
-    support. Launchers call this on every launch: the common case (CUDA tensors of a
-    supported dtype) takes one pass with no allocation; the rest is checked in full."""
+    support. Launchers call this on every launch: the common case (tensors on the
+    attached accelerator, of a supported dtype) takes one pass with no allocation; the
+    rest is checked in full."""
     if type(dtypes) is not tuple:
         dtypes = tuple(dtypes)
     device = None
@@ -52,12 +53,15 @@ def check_inputs(op: str, profile: Profile, dtypes: Iterable[torch.dtype],
                                    f"{', '.join(sorted(map(str, devices)))}")
     if device is None or device.type == "cuda":
         return
+    accelerator = devices.kernel_device_type()  # xpu, npu, a PrivateUse1 backend
+    if device.type == accelerator:
+        return
     if device.type == "meta" and launches.capturing():
         return  # compile mode records grids at full size without allocating
     if device.type == "cpu" and not cpu_tensors_allowed():
         raise WrongDeviceError(
             f"{op}: inputs are on the CPU; run on a GPU or under the Triton interpreter")
-    if device.type not in ("cpu", "cuda"):
+    if device.type not in ("cpu", "cuda", accelerator):
         raise WrongDeviceError(f"{op}: Triton cannot run on device '{device}'")
 
 

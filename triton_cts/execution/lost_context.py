@@ -1,9 +1,10 @@
 """Checks after a device error that poisons the process run in a fresh one.
 
 CUDA's sticky errors (an illegal memory access, a device-side assert, an unspecified
-launch failure; HIP's equivalents) leave the process's device context unusable: every
-later check in it fails with the same error, whatever it runs. One kernel that writes far
-out of bounds would otherwise turn a whole worker's share of the run into false failures.
+launch failure; HIP's equivalents; Level Zero's lost device on Intel GPUs) leave the
+process's device context unusable: every later check in it fails with the same error,
+whatever it runs. One kernel that writes far out of bounds would otherwise turn a whole
+worker's share of the run into false failures.
 
 - Under pytest-xdist, the worker ends itself once the check that hit the error has sent
   its reports, and xdist starts a fresh worker for the checks left. The controller files
@@ -23,7 +24,9 @@ import pytest
 #: The messages of errors after which the device context cannot be used again.
 STICKY = re.compile(
     r"illegal memory access|illegal address|unspecified launch failure|device-side assert"
-    r"|misaligned address|illegal instruction|hipErrorIllegalAddress|hipErrorLaunchFailure",
+    r"|misaligned address|illegal instruction|hipErrorIllegalAddress|hipErrorLaunchFailure"
+    # Intel GPUs: ZE_RESULT_ERROR_DEVICE_LOST (Level Zero specification, ze_result_t)
+    r"|DEVICE_LOST",
     re.IGNORECASE)
 LOST_KEY = pytest.StashKey[str]()
 PROPERTY = "device_context_lost"
@@ -118,10 +121,11 @@ class LostContext:
 
 
 def synchronize_device() -> None:
-    """Wait for every kernel queued on the current device, where torch has started one."""
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
+    """Wait for every kernel queued on the current device, where torch has started one
+    (any accelerator: the device layer's generic synchronize)."""
+    from triton_cts.execution import devices
+    if devices.initialized():
+        devices.synchronize()
 
 
 def register(config: pytest.Config) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 from triton import knobs
 
-from triton_cts.execution import launches
+from triton_cts.execution import devices, launches
 from triton_cts.profiles import Profile
 
 
@@ -103,8 +103,12 @@ def unsupported_reason(mode: Mode, profile: Profile, device_profile: str | None)
     return interpreter_blocker()
 
 
-#: The torch device of device mode (its streams are ``torch.cuda``'s, on ROCm too).
-DEVICE = "cuda"
+def device() -> str:
+    """The torch device of device mode: the attached accelerator's type ("cuda", on ROCm
+    too; "xpu", "npu", a PrivateUse1 backend's), from the device layer."""
+    return devices.device_type()
+
+
 #: GPU clock cycles (about 10 ms) the caller's stream is kept busy while an implementation
 #: runs on a side stream (:func:`execute`'s ``side_stream``).
 BUSY_CYCLES = 20_000_000
@@ -161,7 +165,8 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
     if takes_profile:
         call_kwargs["profile"] = profile
     if mode is Mode.DEVICE:
-        dev_args = tuple(copy_with_layout(a, DEVICE) if isinstance(a, torch.Tensor) else a
+        where = device()
+        dev_args = tuple(copy_with_layout(a, where) if isinstance(a, torch.Tensor) else a
                          for a in args)
         # the CPU originals never reach the implementation: they are the copies to compare
         watched = _watch(inputs, dev_args, kwargs or {}, originals=args)
@@ -170,7 +175,7 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
                                        inputs.who if inputs else getattr(fn, "__name__", "?"))
         else:
             out = fn(*dev_args, **call_kwargs)
-            torch.cuda.synchronize()
+            devices.synchronize()
             out = _to_cpu(out)
         _check_unchanged(inputs, watched)
         return out
@@ -187,23 +192,22 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
 
 def _call_on_side_stream(fn: Callable, args: tuple, kwargs: dict, who: str):
     """Call ``fn`` on a new stream that waits for the caller's (where the inputs were
-    copied), while the caller's stream is kept busy for :data:`BUSY_CYCLES`; synchronize
+    copied), while the caller's stream is kept busy for :data:`BUSY_CYCLES` (where the
+    backend has a spin kernel: ``devices.keep_busy``); synchronize
     only the new stream and copy the outputs to the CPU on it. Work the implementation
     launches on another stream (the default one, whatever the current stream is) has then
     most likely not run when its outputs are read: read again once the whole device is
     synchronized, they differ, and :class:`NotOnCallersStream` says so."""
-    caller = torch.cuda.current_stream()
-    side = torch.cuda.Stream()
+    caller = devices.current_stream()
+    side = devices.new_stream()
     side.wait_stream(caller)
-    busy = getattr(torch.cuda, "_sleep", None)  # a spin kernel, on the caller's stream
-    if busy is not None:
-        busy(BUSY_CYCLES)
-    with torch.cuda.stream(side):
+    devices.keep_busy(BUSY_CYCLES)  # a spin kernel on the caller's stream, where one exists
+    with devices.on_stream(side):
         out = fn(*args, **kwargs)
         side.synchronize()
         early = _to_cpu(out)  # a blocking copy on the side stream: waits for it alone
     # the outputs are read; let every stream finish before buffers are freed or compared
-    torch.cuda.synchronize()
+    devices.synchronize()
     late = _to_cpu(out)
     changed = [f"output {i}: {n} of {b.numel()} elements"
                for i, (a, b) in enumerate(zip(_tensors(early), _tensors(late)))

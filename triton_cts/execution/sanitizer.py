@@ -377,7 +377,7 @@ class Sanitizer:
         distributed = self.config.getoption("dist", "no") != "no" \
             and bool(self.config.getoption("tx", None))
         binary = find_sanitizer()
-        if sel.device.backend != "cuda":
+        if sel.device.backend != "cuda":  # ROCm's torch says device "cuda", backend "hip"
             reason = f"it checks NVIDIA GPUs; the attached device is {sel.device.name} " \
                      f"({sel.device.backend})"
         elif binary is None:
@@ -496,10 +496,10 @@ def _size(path: str) -> int:
 
 
 def _synchronize() -> None:
-    torch = sys.modules.get("torch")
+    from triton_cts.execution import devices
     try:
-        if torch is not None and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+        if devices.initialized():
+            devices.synchronize()
     except Exception:  # a sticky device error: the check has already failed with it
         pass
 

@@ -123,9 +123,10 @@ BYTES_PER_ELEMENT = 32
 def device_memory_problem(numel: int, dtype: torch.dtype) -> str | None:
     """Why a case of ``numel`` elements does not fit the device memory this process may
     use (its share of the device under ``-n N``), or None."""
-    if not torch.cuda.is_available():
+    from triton_cts.execution import devices
+    if not devices.available():
         return "no accelerator attached"
-    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    total = devices.total_memory()  # any backend: the device layer reads it
     workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     share = int(0.8 * total / workers)
     need = numel * (BYTES_PER_ELEMENT + 4 * dtype.itemsize)
