@@ -73,6 +73,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "registered name, or OP=module:function. Repeatable.")
     group.addoption("--op", action="append", default=[], metavar="OP",
                     help="check only these ops. Repeatable.")
+    group.addoption("--op-module", action="append", default=[], metavar="MODULE",
+                    dest="op_module",
+                    help="add the ops a module declares (its OPS: OpSpecs with their own "
+                         "kernels), or MODULE:ATTR; as installed packages do through the "
+                         "entry-point group triton_cts.ops. Repeatable.")
     group.addoption("--require-mode", action="append", default=[], choices=REQUIRABLE_MODES,
                     metavar="MODE",
                     help="fail the run unless at least one check ran (passed or failed, not "
@@ -99,7 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cts_modes(*modes): run this suite test only in these "
                                        "execution modes")
     try:
-        config.stash[SELECTION_KEY] = build_selection(config)
+        config.stash[SELECTION_KEY] = build_selection(config, _relation_names())
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     lost_context.register(config)
@@ -109,6 +114,16 @@ def pytest_configure(config: pytest.Config) -> None:
     launches.brief_tuning()  # the checks need every config run, not the fastest one found
     sanitizer.register(config, config.stash[SELECTION_KEY])
     _pace(config, config.stash[SELECTION_KEY])
+
+
+def _relation_names() -> set[str] | None:
+    """The metamorphic relations users' ops may declare (suites/relations.py), or None
+    where the suites are not importable (then no relation test runs either)."""
+    try:
+        from suites.relations import RELATIONS
+    except ImportError:
+        return None
+    return set(RELATIONS)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -157,6 +172,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"triton-cts: profiles: {', '.join(p.name for p in sel.profiles)}",
         f"triton-cts: modes: {', '.join(m.value for m in sel.modes)}; device: {device}",
         f"triton-cts: implementations: {', '.join(sorted({i.name for i in sel.impls}))}",
+        *([f"triton-cts: ops from packages: {', '.join(sorted(sel.registry.op_sources))}"]
+          if sel.registry.op_sources else []),
+        *([f"triton-cts: warning: {sel.device_warning}"] if sel.device_warning else []),
         f"triton-cts: hypothesis profile: {_hypothesis_profile_line(config)}",
     ]
 

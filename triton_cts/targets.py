@@ -23,7 +23,8 @@ from triton_cts.ops.registry import Registry
 from triton_cts.ops.spec import OpSpec
 from triton_cts.profiles import EmptyProfileDirWarning, Profile, ProfileError, load_profiles
 from triton_cts.profiles.schema import BACKENDS
-from triton_cts.profiles.vendor_selection import (DeviceInfo, attached_device, match_device,
+from triton_cts.profiles.vendor_selection import (DeviceInfo, UnknownDeviceWarning,
+                                                  attached_device, match_device,
                                                   select_profiles)
 
 
@@ -67,6 +68,10 @@ class Selection:
     device_profile: str | None
     ops_filter: list[str] = field(default_factory=list)
     profile_dirs: list[str] = field(default_factory=list)
+    #: the attached device fell back to the nearest profile of its family: why (or None)
+    device_warning: str | None = None
+    #: --op-module values (a repro command must load the same ops)
+    op_modules: list[str] = field(default_factory=list)
 
     def targets(self, modes=None, op_filter=None) -> list[CheckTarget]:
         out = []
@@ -88,14 +93,17 @@ class Selection:
             opts.append(f"--impl {shlex.quote(target.impl.op + '=' + target.impl.target)}"
                         if ":" in target.impl.name else f"--impl {target.impl.name}")
         opts += [f"--profile-dir {shlex.quote(d)}" for d in self.profile_dirs]
+        opts += [f"--op-module {shlex.quote(m)}" for m in self.op_modules]
         return " ".join(opts)
 
 
 SELECTION_KEY = pytest.StashKey[Selection]()
 
 
-def build_selection(config: pytest.Config) -> Selection:
-    """Resolve the options; every bad value is a UsageError naming the known choices."""
+def build_selection(config: pytest.Config, relations=None) -> Selection:
+    """Resolve the options; every bad value is a UsageError naming the known choices.
+    ``relations``: the metamorphic relations' names, against which users' ops are
+    checked (None: not checked)."""
     profile_dirs = [str(Path(d)) for d in config.getoption("profile_dir")]
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -108,12 +116,14 @@ def build_selection(config: pytest.Config) -> Selection:
             config.issue_config_time_warning(w.message, stacklevel=2)
         except Warning as exc:  # -W error::...: a usage error, not an internal one
             raise UsageError(str(exc)) from None
-    device = attached_device()
-    device_profile = match_device(device, profiles).name if device else None
-    selected = select_profiles(config.getoption("vendor"), profiles, device)
     modes = parse_modes(config.getoption("mode"))
+    device, device_profile, device_warning = _detect(config, profiles, modes)
+    with warnings.catch_warnings():  # said once, by _detect
+        warnings.simplefilter("ignore", UnknownDeviceWarning)
+        selected = select_profiles(config.getoption("vendor"), profiles, device)
     registry = default_registry()
     registry.load_entry_points()
+    registry.load_ops(config.getoption("op_module", None) or [], relations)
     impls = registry.select(config.getoption("impl"))
     ops_filter = config.getoption("op")
     unknown = [o for o in ops_filter if o not in registry.ops]
@@ -122,7 +132,36 @@ def build_selection(config: pytest.Config) -> Selection:
         raise UsageError(f"unknown op(s) {', '.join(unknown)}{hints}; known ops: "
                          f"{', '.join(sorted(registry.ops))}")
     return Selection(selected, modes, registry, impls, device, device_profile, ops_filter,
-                     profile_dirs)
+                     profile_dirs, device_warning,
+                     list(config.getoption("op_module", None) or []))
+
+
+def _detect(config: pytest.Config, profiles, modes):
+    """(device, its profile's name, the fallback warning or None). A device no profile
+    fits stops a run that selects device mode (UsageError saying what torch reported and
+    how to add a profile); a run without device mode goes on as on a CPU-only machine. A
+    fallback to the nearest profile of the device's architecture family is warned
+    through pytest (its warnings summary; -W error makes it a usage error)."""
+    device = attached_device()
+    if device is None:
+        return None, None, None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownDeviceWarning)
+        try:
+            profile = match_device(device, profiles)
+        except UsageError:
+            if Mode.DEVICE in modes:
+                raise
+            return None, None, None
+    warning = None
+    for w in caught:
+        if issubclass(w.category, UnknownDeviceWarning):
+            warning = str(w.message)
+        try:
+            config.issue_config_time_warning(w.message, stacklevel=2)
+        except Warning as exc:
+            raise UsageError(str(exc)) from None
+    return device, profile.name, warning
 
 
 def selection(config: pytest.Config) -> Selection:
