@@ -11,11 +11,11 @@ from typing import NamedTuple
 import torch
 from hypothesis import strategies as st
 
+from triton_cts.ops.dtypes import int_dtype
 from triton_cts.profiles import Profile
 
 #: Elements per drawn input (specials come on top): one program's worth or a few.
 SIZES = (61, 200)
-_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def special_values(dtype: torch.dtype) -> list[float]:
@@ -49,7 +49,7 @@ def whole_range(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     """``n`` values of ``dtype`` with random bit patterns: every sign, exponent (subnormals,
     infinities and NaNs included) and significand equally likely."""
     gen = torch.Generator().manual_seed(seed)
-    bits = _BITS[dtype.itemsize]
+    bits = int_dtype(dtype.itemsize)
     info = torch.iinfo(bits)
     raw = torch.randint(info.min, info.max, (n,), generator=gen, dtype=torch.int64)
     return raw.to(bits).view(dtype)
@@ -131,7 +131,7 @@ def flush_subnormals(t: torch.Tensor) -> torch.Tensor:
 # ---- conversions -------------------------------------------------------------------------
 def _step_up(t: torch.Tensor) -> torch.Tensor:
     """The next representable value above each (positive, finite) element."""
-    bits = _BITS[t.dtype.itemsize]
+    bits = int_dtype(t.dtype.itemsize)
     return (t.view(bits) + 1).view(t.dtype)
 
 
@@ -147,7 +147,7 @@ def narrowing_inputs(dtype: torch.dtype, seed: int, n: int) -> torch.Tensor:
     ties = (grid + above) / 2                           # exactly halfway: RNE picks the even
     top = torch.tensor([fi.max], dtype=torch.float32)
     step = float(top) - float(torch.tensor([fi.max], dtype=torch.float64).to(dtype).view(
-        _BITS[dtype.itemsize]).sub(1).view(dtype).double())
+        int_dtype(dtype.itemsize)).sub(1).view(dtype).double())
     edges = [fi.max, fi.max + step / 4, fi.max + step / 2, fi.max + step, 2 * fi.max, 1e30,
              fi.tiny, fi.tiny * fi.eps, fi.tiny * fi.eps / 2, fi.tiny * fi.eps * 0.75,
              fi.tiny * fi.eps / 4, 1e-30, math.inf, -math.inf, math.nan, 0.0, -0.0]
@@ -161,7 +161,7 @@ def widening_inputs(dtype: torch.dtype) -> torch.Tensor:
     """Bit patterns of the narrow float ``dtype`` to convert to float32: all 256 of a
     float8 format; every exponent with spread significands (and NaN and the infinities)
     of a 16-bit one."""
-    bits = _BITS[dtype.itemsize]
+    bits = int_dtype(dtype.itemsize)
     if dtype.itemsize == 1:
         return torch.arange(-128, 128, dtype=torch.int16).to(bits).view(dtype)
     patterns = torch.arange(0, 65536, 37, dtype=torch.int64)

@@ -34,6 +34,7 @@ from triton_cts.execution import launches
 from triton_cts.execution.autotune_probe import atomic_updates, observe_autotuning
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.execution.modes import Mode, execute
+from triton_cts.ops.dtypes import bits
 from triton_cts.results.status import NOT_SUPPORTED
 from triton_cts.targets import dtype_gap
 
@@ -256,14 +257,6 @@ def test_every_config_matches_tuned_call(target, data, repro, record_property):
             raise
 
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's bits as integers, so NaN == NaN and -0.0 != 0.0."""
-    if not t.dtype.is_floating_point:
-        return t
-    ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-    return t.contiguous().view(ints[t.element_size()])
-
-
 @pytest.mark.cts_modes("device", "interpreter")
 @not_supported_if_never_exercised
 @given(data=st.data())
@@ -292,9 +285,9 @@ def test_repeated_calls(target, data, repro, record_property):
             _check(target, case, out, outs[0], repro, calls, against="run 1")
             continue
         for i, (a, b) in enumerate(zip(outs[0], out)):
-            if a is None or torch.equal(_bits(a), _bits(b)):
+            if a is None or torch.equal(bits(a), bits(b)):
                 continue
-            differ = int((_bits(a) != _bits(b)).sum())
+            differ = int((bits(a) != bits(b)).sum())
             pytest.fail(f"{target.op.name}[{target.impl.name}] on {target.profile.name} "
                         f"({target.mode}), {case.describe()}: declared deterministic, but "
                         f"output {i} of run {run} differs from run 1 in {differ} of "

@@ -31,6 +31,7 @@ from suites import language_op_strategies as los
 from suites import runner
 from triton_cts.execution import launches
 from triton_cts.execution.modes import Mode
+from triton_cts.ops import dtypes
 from triton_cts.ops.language import is_a
 from triton_cts.ops.language import atomics as la
 from triton_cts.ops.language import dot as ld
@@ -93,12 +94,6 @@ def _same(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     out, ref = out.to(ref.dtype), ref
     both_nan = torch.isnan(out) & torch.isnan(ref) if ref.is_floating_point() else False
     return (out == ref) | both_nan
-
-
-def _bits_equal(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """Elementwise: the same bits (a zero's sign and a NaN's payload count)."""
-    width = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[ref.element_size()]
-    return out.contiguous().view(width) == ref.contiguous().view(width)
 
 
 def _name(dtype) -> str:
@@ -429,8 +424,8 @@ def test_reduce_over_size1_axis(target, dtype, data, repro, record_property):
     ref, ref_idx = target.op.reference(case.x)
     for i, label in enumerate(("sum axis 1", "max axis 1", "min axis 1", "sum axis 0")):
         if not runner.same_bits(out[i].contiguous(), ref[i].contiguous()):
-            bits = _bits_equal(out[i], ref[i])
-            _fail(target, f"{label} (bit for bit): " + _first_bad(bits, out[i], ref[i]),
+            same = dtypes.bits(out[i]) == dtypes.bits(ref[i])  # signed zeros, NaN payloads
+            _fail(target, f"{label} (bit for bit): " + _first_bad(same, out[i], ref[i]),
                   case, repro)
     if not torch.equal(idx, ref_idx):
         _fail(target, "argmax over the size-1 axis: " + _first_bad(idx == ref_idx, idx, ref_idx),

@@ -16,6 +16,7 @@ import torch
 from triton import knobs
 
 from triton_cts.execution import devices, launches
+from triton_cts.ops.dtypes import has_int_dtype, int_dtype
 from triton_cts.profiles import Profile
 
 
@@ -263,18 +264,16 @@ def changed_elements(before: torch.Tensor, after: torch.Tensor) -> int:
     if tuple(before.shape) != tuple(after.shape) or before.dtype != after.dtype:
         return before.numel()
     after = after.to(before.device)
-    same_size_int = _SAME_SIZE_INT.get(before.element_size())
-    if same_size_int is not None:  # one pass, no temporaries: the common case, no change
+    size = before.element_size()
+    if has_int_dtype(size):  # one pass, no temporaries: the common case, no change
         try:
+            # equal as integers of the same width is equal bit for bit
+            same_size_int = int_dtype(size)
             if torch.equal(before.detach().view(same_size_int), after.detach().view(same_size_int)):
                 return 0
         except RuntimeError:  # a dtype that cannot be viewed as an integer: count below
             pass
     return int((_bits(before) != _bits(after)).any(dim=1).sum())
-
-
-#: The integer dtype of each element size: equal as integers is equal bit for bit.
-_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

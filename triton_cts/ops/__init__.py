@@ -6,6 +6,7 @@
 - :mod:`~triton_cts.ops.catalog`: every op, ``ALL_OPS``;
 - one module per op family (``gelu``, ``layer_norm``, ``softmax``, ...) declaring its
   OpSpecs as ``OPS``;
+- :mod:`~triton_cts.ops.dtypes`: the integer dtype of a width, a tensor's bits;
 - :mod:`~triton_cts.ops.tolerances` (the tolerance policy) and
   :mod:`~triton_cts.ops.error_models` (the error any correct implementation may make
   where an op is ill-conditioned).

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from triton_cts.ops.dtypes import int_dtype
 from triton_cts.ops.language import primitive_op
 
 SUITE = "test_language_math"
@@ -100,13 +101,11 @@ def rounding_overflows(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _next(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    bits = {1: torch.int8, 2: torch.int16}[dtype.itemsize]
-    return (t.view(bits) + 1).view(dtype).double()
+    return (t.view(int_dtype(dtype.itemsize)) + 1).view(dtype).double()
 
 
 def _prev(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    bits = {1: torch.int8, 2: torch.int16}[dtype.itemsize]
-    return (t.view(bits) - 1).view(dtype).double()
+    return (t.view(int_dtype(dtype.itemsize)) - 1).view(dtype).double()
 
 
 def expected_down(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -18,6 +18,7 @@ from typing import Callable
 
 import torch
 
+from triton_cts.ops.dtypes import int_dtype
 from triton_cts.ops.language import primitive_op
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
@@ -192,7 +193,7 @@ def ulp_distance(out: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
     """Representable values of the dtype between ``out`` and ``expected`` (same dtype),
     per element, as float64: 0 where equal (+0 and -0 too, and NaN and NaN), inf where
     exactly one is NaN. Infinities count as one step past the largest finite value."""
-    bits = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[out.dtype.itemsize]
+    bits = int_dtype(out.dtype.itemsize)
     low_bits = (1 << (8 * out.dtype.itemsize - 1)) - 1  # all but the sign bit
 
     def ordinal(t):  # magnitude and sign of the bit pattern, as int64
@@ -209,10 +210,6 @@ def ulp_distance(out: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
 
 
 # ---- the exact reference: each result correctly rounded to the dtype ------------------
-def _bits_dtype(dtype: torch.dtype) -> torch.dtype:
-    return {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
-
-
 def to_nearest(a: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """float64 ``a`` rounded to nearest even in ``dtype`` once. torch converts float64 to
     float16 and bfloat16 through float32, rounding twice: -40831.99897 becomes -40832.0 in
