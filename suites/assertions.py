@@ -191,6 +191,27 @@ def assert_matches_reference(target, case, outputs, references, repro: str, prof
     return records
 
 
+def check_outputs(target, case, outputs, repro: str, profile=None, references=None,
+                  against: str = "ref", scale: float = 1.0, ambiguity: bool = True,
+                  allowance_scale: float = 1.0, oracle: bool = True) -> list[dict]:
+    """:func:`assert_matches_reference` of ``outputs`` on ``case`` with the op's models:
+    against its float64 reference (or ``references``, another run's outputs named by
+    ``against``), atol scaled by its error model, its allowances (ambiguity where
+    ``ambiguity``, the conditioning times ``allowance_scale``) added, and torch's own
+    result as the second oracle where ``oracle``. One record per output."""
+    __tracebackhide__ = True
+    from suites import runner
+    args, kwargs = case.args, case.kwargs
+    if references is None:
+        references = runner.run_reference(target, args, kwargs)
+    return assert_matches_reference(
+        target, case, outputs, references, repro, profile=profile, against=against,
+        scale=scale, error_scales=runner.error_scales(target, args, kwargs),
+        ambiguities=runner.allowances(target, args, kwargs, ambiguity=ambiguity,
+                                      scale=allowance_scale),
+        torch_oracle=runner.torch_oracle(target, args, kwargs) if oracle else None)
+
+
 def _record_failure(repro, name: str, rec: dict) -> None:
     """A failure's measurement as the check's properties, as suites record a pass's
     ("<name> max_abs_error", "<name> bound"), and how far out of bounds it was

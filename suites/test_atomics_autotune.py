@@ -195,13 +195,10 @@ def _tuning_note(calls) -> str:
 
 def _check(target, case, out, ref, repro, calls, against="ref", scale=1.0):
     # against the reference: its allowances; against another run: both runs' conditioning
-    allow = runner.allowances(target, case.args, case.kwargs, ambiguity=against == "ref",
-                              scale=1.0 if against == "ref" else 2.0)
     try:
-        return ah.assert_matches_reference(
-            target, case, out, ref, repro, against=against, scale=scale,
-            error_scales=runner.error_scales(target, case.args, case.kwargs),
-            ambiguities=allow)
+        return ah.check_outputs(target, case, out, repro, references=ref, against=against,
+                                scale=scale, ambiguity=against == "ref",
+                                allowance_scale=1.0 if against == "ref" else 2.0, oracle=False)
     except AssertionError as exc:
         exc.add_note(_tuning_note(calls))
         for hazard in {h for c in calls for h in c.hazards()}:

@@ -36,13 +36,7 @@ def test_matches_reference(target, dtype, data, repro, record_property):
     case = _draw_case(target, dtype, data, target.profile, record_property)
     with ah.context(target, case, repro):
         out = runner.run_target(target, case.args, case.kwargs)
-    ref = runner.run_reference(target, case.args, case.kwargs)
-    scales = runner.error_scales(target, case.args, case.kwargs)
-    gaps = runner.allowances(target, case.args, case.kwargs)
-    oracle = runner.torch_oracle(target, case.args, case.kwargs)
-    _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
-                                                         error_scales=scales,
-                                                         ambiguities=gaps, torch_oracle=oracle))
+    _record(record_property, ah.check_outputs(target, case, out, repro))
     _assert_second_call(target, case, out, repro, record_property)
 
 
@@ -60,11 +54,7 @@ def _assert_second_call(target, first, first_out, repro, record_property):
         out = runner.run_target(target, case.args, case.kwargs, side_stream=True)
     ref = runner.run_reference(target, case.args, case.kwargs)
     try:
-        records = ah.assert_matches_reference(
-            target, case, out, ref, repro,
-            error_scales=runner.error_scales(target, case.args, case.kwargs),
-            ambiguities=runner.allowances(target, case.args, case.kwargs),
-            torch_oracle=runner.torch_oracle(target, case.args, case.kwargs))
+        records = ah.check_outputs(target, case, out, repro, references=ref)
     except AssertionError as exc:
         stale = [i for i, (a, b) in enumerate(zip(ah.as_outputs(out), ah.as_outputs(first_out)))
                  if runner.same_bits(a, b)]
@@ -102,12 +92,7 @@ def test_matches_reference_at_profile_boundaries(target, dtype, boundary, data, 
     note(f"case: {case.describe()}")
     with ah.context(target, case, repro):
         out = runner.run_target(target, case.args, case.kwargs)
-    ref = runner.run_reference(target, case.args, case.kwargs)
-    _record(record_property, ah.assert_matches_reference(
-        target, case, out, ref, repro,
-        error_scales=runner.error_scales(target, case.args, case.kwargs),
-        ambiguities=runner.allowances(target, case.args, case.kwargs),
-        torch_oracle=runner.torch_oracle(target, case.args, case.kwargs)))
+    _record(record_property, ah.check_outputs(target, case, out, repro))
 
 
 @pytest.mark.cts_modes("device", "interpreter")
@@ -118,13 +103,7 @@ def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, re
     case = _draw_case(target, dtype, data, derived, record_property, hh.FUZZ_NUMEL)
     with ah.context(target, case, repro, derived):
         out = runner.run_target(target, case.args, case.kwargs, profile=derived)
-    ref = runner.run_reference(target, case.args, case.kwargs)
-    scales = runner.error_scales(target, case.args, case.kwargs)
-    gaps = runner.allowances(target, case.args, case.kwargs)
-    oracle = runner.torch_oracle(target, case.args, case.kwargs)
-    _record(record_property, ah.assert_matches_reference(target, case, out, ref, repro,
-                                                         profile=derived, error_scales=scales,
-                                                         ambiguities=gaps, torch_oracle=oracle))
+    _record(record_property, ah.check_outputs(target, case, out, repro, profile=derived))
 
 
 @pytest.mark.cts_modes("device", "interpreter")
@@ -139,9 +118,7 @@ def test_paths_chosen_by_constants_agree(target, dtype, data, repro, record_prop
     with ah.context(target, case, repro, derived):
         real = runner.run_target(target, case.args, case.kwargs)
         other = runner.run_target(target, case.args, case.kwargs, profile=derived)
-    _record(record_property, ah.assert_matches_reference(
-        target, case, other, real, repro, profile=derived,
-        against=f"{target.profile.name} output", scale=2.0,
-        error_scales=runner.error_scales(target, case.args, case.kwargs),
-        ambiguities=runner.allowances(target, case.args, case.kwargs, ambiguity=False, scale=2.0)),
-        prefix="agreement ")
+    _record(record_property, ah.check_outputs(
+        target, case, other, repro, profile=derived, references=real,
+        against=f"{target.profile.name} output", scale=2.0, ambiguity=False,
+        allowance_scale=2.0, oracle=False), prefix="agreement ")
