@@ -233,9 +233,11 @@
     var table = document.getElementById("matrix");
     table.tHead.replaceChildren(head);
     table.tBodies[0].replaceChildren(frag);
+    table.hidden = show.length === 0;  // no header over no rows
     document.getElementById("matrix-shown").textContent = matrixAll
       ? "All " + keys.length + " rows."
-      : loud.length + " of " + keys.length + " rows hold a check that neither passed nor was not supported; the others are hidden.";
+      : loud.length + " of " + keys.length + " rows hold a check that neither passed nor was not supported" +
+        (loud.length < keys.length ? "; the other " + (keys.length - loud.length) + " are hidden." : ".");
     var btn = document.getElementById("matrix-all");
     btn.textContent = matrixAll ? "show only those " + loud.length : "show all " + keys.length + " rows";
     btn.hidden = loud.length === keys.length;
