@@ -156,6 +156,28 @@ def test_default_workers_needs_xdist_and_a_count():
         pace.default_workers(["suites/"], env={"TRITON_CTS_WORKERS": "many"})
 
 
+def test_the_default_workers_reach_xdist_through_its_auto_hook(monkeypatch):
+    """A plain run gets ``-n auto`` and the count from the plugin's
+    pytest_xdist_auto_num_workers; an ``-n auto`` the command gave keeps xdist's count."""
+    from types import SimpleNamespace
+
+    from triton_cts import plugin
+    for name in ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRITON_CTS_WORKERS", "3")
+
+    def started(args):
+        config = SimpleNamespace(stash=pytest.Stash(),
+                                 pluginmanager=SimpleNamespace(has_plugin=lambda name: True))
+        plugin.pytest_load_initial_conftests(config, None, args)
+        return args, plugin.pytest_xdist_auto_num_workers(config)
+    assert started(["suites/"]) == (["--dist", "worksteal", "-n", "auto", "suites/"], 3)
+    assert started(["-n", "auto", "suites/"]) == (["--dist", "worksteal", "-n", "auto",
+                                                    "suites/"], None)
+    monkeypatch.setenv("TRITON_CTS_WORKERS", "1")
+    assert started(["suites/"]) == (["suites/"], None)
+
+
 def test_quick_hypothesis_profile_where_no_accelerator_is_attached():
     assert pace.default_hypothesis_profile(accelerator=False) == "ci"
     assert pace.default_hypothesis_profile(accelerator=True) == "dev"

@@ -128,15 +128,28 @@ def _relation_names() -> set[str] | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser, args: list[str]) -> None:
-    """Without ``-n``, a run on a machine with pytest-xdist gets one worker per core
-    (``pace.default_workers`` says when not); on workers, idle ones steal queued checks
+    """Without ``-n``, a run on a machine with pytest-xdist gets ``-n auto``, one worker
+    per core (``pace.default_workers`` says when not; the count reaches xdist through
+    :func:`pytest_xdist_auto_num_workers`); on workers, idle ones steal queued checks
     unless the command chose a ``--dist`` (``pace.default_dist``)."""
     xdist = early_config.pluginmanager.has_plugin("xdist")
     workers = pace.default_workers(args, xdist_loaded=xdist)
     if workers:
-        args[:] = ["-n", str(workers), *args]
+        early_config.stash[DEFAULT_WORKERS_KEY] = workers
+        args[:] = ["-n", "auto", *args]
     if xdist:
         args[:] = [*pace.default_dist(args, workers=workers), *args]
+
+
+#: The worker count of the ``-n auto`` that pytest_load_initial_conftests added.
+DEFAULT_WORKERS_KEY = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """The count of the ``-n auto`` this plugin added; None (xdist's own count:
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` or the cores) for an ``-n auto`` the command gave."""
+    return config.stash.get(DEFAULT_WORKERS_KEY, None)
 
 
 def _pace(config: pytest.Config, sel: Selection) -> None:

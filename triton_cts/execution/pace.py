@@ -1,7 +1,8 @@
 """How long a run takes, and saying so while it runs.
 
 - :func:`default_workers`: a plain ``pytest suites/`` on a machine with pytest-xdist runs
-  its checks on one worker per core (``-n N``), unless the command chose (``-n``,
+  its checks on one worker per core (the plugin adds ``-n auto`` and gives xdist the count
+  through its ``pytest_xdist_auto_num_workers`` hook), unless the command chose (``-n``,
   ``--dist``, ``-p no:xdist``), names single tests (``path::test``, a repro command), only
   collects, debugs (``--pdb``, ``--trace``, ``-s``), runs under ``--sanitize`` (which
   restarts pytest itself), or is a pytest started by a test (``PYTEST_CURRENT_TEST`` is
@@ -46,8 +47,8 @@ def _cores() -> int:
 
 
 def default_workers(args: list[str], env=os.environ, xdist_loaded: bool = True) -> int:
-    """The ``-n`` a run gets when its command line chose none: 0 (one process) or the
-    worker count (see the module docstring)."""
+    """The workers a run gets when its command line chose no ``-n``: 0 (one process) or
+    the count (see the module docstring)."""
     if not xdist_loaded or env.get("PYTEST_CURRENT_TEST") or env.get("PYTEST_XDIST_WORKER"):
         return 0
     words = [*args, *env.get("PYTEST_ADDOPTS", "").split()]
