@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 import shlex
 from collections import Counter, defaultdict
@@ -287,9 +288,23 @@ def _columns(rows: list[tuple[int, dict]], strings: _Strings) -> dict:
 
 
 def _json_for_script(data) -> str:
-    """JSON that cannot end its <script> element or open a comment in it."""
-    text = json.dumps(data, separators=(",", ":"), default=str, allow_nan=False)
+    """JSON that cannot end its <script> element or open a comment in it (NaN and
+    infinities as text, which JSON.parse reads)."""
+    try:
+        text = json.dumps(data, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(data), separators=(",", ":"), default=str, allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _sha256(text: str) -> str:
@@ -309,7 +324,7 @@ def render(doc: dict) -> str:
     script = (TEMPLATES / "report.js").read_text(encoding="utf-8")
     early = (TEMPLATES / "errors.js").read_text(encoding="utf-8")
     style = env.get_template("report.css.j2").render(colours=data["colours"])
-    csp = ("default-src 'none'; img-src data:; base-uri 'none'; form-action 'none'; "
+    csp = ("default-src 'none'; base-uri 'none'; form-action 'none'; "
            f"style-src '{_sha256(style)}'; script-src '{_sha256(early)}' '{_sha256(script)}'")
     counts = Counter(r["status"] for r in records)
     return env.get_template("report.html.j2").render(

@@ -145,3 +145,10 @@ def test_the_content_security_policy_admits_only_the_pages_own_script_and_style(
     # nothing the policy would refuse: no style attributes, no inline handlers, no URLs
     assert not re.search(r"<[^>]+\s(style|on\w+)=", page)
     assert "http://" not in page and "https://" not in page and "<link" not in page
+
+
+def test_non_finite_numbers_in_the_data_are_embedded_as_text():
+    page = render(document({"triton": "3.9.0"}, [rec("p", "pass", properties={
+        "behaviour x": float("nan"), "limit": float("inf")})]))
+    extra = data_of(page)["rows"][0][-1]
+    assert extra["properties"] == {"behaviour x": "nan", "limit": "inf"}

@@ -241,6 +241,21 @@ def test_screenshot(big_report, browser):
     assert shot.stat().st_size > 10_000
 
 
+@pytest.mark.parametrize("name", ["h200-triton3.6/device-suites.json", "h200-triton3.6/device-numerics.json",
+                                  "cpu-triton3.9/xpu-compile.json.gz", "h100-triton3.6/seed3-all.json.gz"])
+def test_published_reports_load_without_script_errors(tmp_path, browser, name):
+    doc = load_report(PUBLISHED / name, any_version=True)
+    page = render_file(tmp_path, "published", doc)
+    loaded(browser, page.as_uri())
+    assert browser.js("return document.getElementById('shown-count').textContent").startswith(
+        f"1-{min(100, len(doc['records']))} of {len(doc['records'])} checks")
+    # opening the compile stats draws every row of them
+    rows = browser.js("var d = document.getElementById('compile-stats'); if (!d) return 0; d.open = true;"
+                      "d.dispatchEvent(new Event('toggle')); return document.querySelectorAll('table.compile-stats tbody tr').length")
+    assert rows == sum(len(r.get("compile_stats") or []) for r in doc["records"])
+    assert browser.js("return window.__errors") == []
+
+
 # ---- reading for review ---------------------------------------------------------------------
 def _rec(tid, status, op="gelu", profile="nvidia-sm90", reason="", **kw):
     test_id = f"suites/test_numerics.py::test_matches_reference[{op}-reference-{profile}-interpreter-{tid}]"
