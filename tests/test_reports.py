@@ -83,7 +83,7 @@ def test_split_properties_keeps_worst_error_with_its_bound():
              ("compile_stats", {"kernel": "k", "n_regs": 40}), ("compile_stats", {"kernel": "j"}),
              ("repro", "pytest x"), ("quality_warning", "spills"), ("note", "n")]
     out = split_properties(props)
-    assert out["errors"] == [{"output": "output", "max_abs_error": 0.5, "bound": "rtol=2 atol=2"}]
+    assert out["errors"] == [{"output": "output", "max_abs_error": 0.5, "rtol": 2.0, "atol": 2.0}]
     assert [s["kernel"] for s in out["compile_stats"]] == ["k", "j"]
     assert out["repro"] == "pytest x" and out["quality_warnings"] == ["spills"]
     assert out["properties"] == {"note": "n"}
@@ -229,7 +229,7 @@ def test_load_report_errors_are_clear(tmp_path):
         load_report(truncated)
     future = write(tmp_path, "future.json", good.replace(f'"schema_version": {SCHEMA_VERSION}',
                                                          '"schema_version": 99'))
-    with pytest.raises(ReportError, match=r"future.json: schema version 99, this checkout reads version 1"):
+    with pytest.raises(ReportError, match=r"future.json: schema version 99, this checkout reads versions 1, 2"):
         load_report(future)
     with pytest.raises(ReportError, match="not a triton-cts report"):
         load_report(write(tmp_path, "other.json", "[]"))
@@ -253,9 +253,9 @@ def test_gzipped_reports_load_as_they_are(tmp_path):
 
 def test_cli_merge_refuses_other_schema_and_reports_on_stderr(tmp_path, capsys):
     a = write(tmp_path, "a.json", json.dumps(report([rec("t1", "pass")])))
-    b = write(tmp_path, "b.json", json.dumps({**report([rec("t2", "pass")]), "schema_version": 2}))
+    b = write(tmp_path, "b.json", json.dumps({**report([rec("t2", "pass")]), "schema_version": 3}))
     assert reports_main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 2
-    assert "b.json: schema version 2" in capsys.readouterr().err
+    assert "b.json: schema version 3" in capsys.readouterr().err
     assert not (tmp_path / "m.json").exists()
     assert reports_main(["summary", str(a)]) == 0
     out = capsys.readouterr().out

@@ -190,8 +190,8 @@ def test_a_failures_measurement_is_kept_over_passing_examples():
              ("x error_ratio", float("inf"))]
     errors = {e["output"]: e for e in split_properties(props)["errors"]}
     assert errors["output"] == {"output": "output", "max_abs_error": 0.01,
-                                "bound": "rtol=0.001 atol=0", "ratio": 10.0}
-    assert errors["x"]["ratio"] == "inf"  # JSON has no infinity
+                                "rtol": 0.001, "atol": 0.0, "ratio": 10.0}
+    assert errors["x"]["ratio"] is None and errors["x"]["ratio_nonfinite"] == "inf"  # JSON has no infinity
     json.loads(json.dumps(errors, allow_nan=False))
 
 

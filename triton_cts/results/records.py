@@ -11,6 +11,7 @@ import shlex
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
+from triton_cts.results.numbers import error_entry, read_number
 from triton_cts.results.status import Status, parse_reproduce_failure, reproduce_failure, worst
 from triton_cts.results.report_io import ReportError
 
@@ -38,7 +39,7 @@ class Record:
     #: frames of its traceback (``status.TRACEBACK_FRAMES``), None where it did not fail
     message: str | None = None
     traceback: str | None = None
-    errors: list[dict] = field(default_factory=list)          # output, max_abs_error, bound
+    errors: list[dict] = field(default_factory=list)  # output, max_abs_error, rtol, atol, ratio
     compile_stats: list[dict] = field(default_factory=list)
     quality_warnings: list[str] = field(default_factory=list)
     example: str | None = None
@@ -87,11 +88,11 @@ def split_properties(props) -> dict:
         if key.endswith(" max_abs_error"):
             name = key.removesuffix(" max_abs_error")
             measured.setdefault(name, []).append(
-                {"output": name, "max_abs_error": _finite_or_text(value), "bound": None})
+                {"output": name, "max_abs_error": value, "bound": None})
         elif key.endswith(" bound") and key.removesuffix(" bound") in measured:
             measured[key.removesuffix(" bound")][-1]["bound"] = value
         elif key.endswith(" error_ratio") and key.removesuffix(" error_ratio") in measured:
-            measured[key.removesuffix(" error_ratio")][-1]["ratio"] = _finite_or_text(value)
+            measured[key.removesuffix(" error_ratio")][-1]["ratio"] = value
         elif key == "compile_stats":
             out["compile_stats"] += value if isinstance(value, list) else [value]
         elif key == "repro":
@@ -101,29 +102,27 @@ def split_properties(props) -> dict:
         else:
             out["properties"][key] = value if isinstance(value, (int, float, str, bool)) \
                 else json.loads(json.dumps(value, default=str))
-    out["errors"] = [max(ms, key=lambda m: (_num(m.get("ratio")), _num(m["max_abs_error"])))
-                     for ms in measured.values()]
+    worst_of = [max(ms, key=lambda m: (_num(m.get("ratio")), _num(m["max_abs_error"])))
+                for ms in measured.values()]
+    out["errors"] = [error_entry(m["output"], m["max_abs_error"], m["bound"], m.get("ratio"),
+                                 "ratio" in m) for m in worst_of]
     return out
 
 
 def _num(v) -> float:
     try:
-        return float(v)
+        f = float(v)
     except (TypeError, ValueError):
         return float("-inf")
-
-
-def _finite_or_text(v):
-    """A number as JSON can hold it: inf and nan as text ("inf"), which ``_num`` reads back."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    return v
+    return float("-inf") if math.isnan(f) else f
 
 
 def error_ratio(record: dict) -> float | None:
     """How far out of bounds a check's worst output was (|error| / bound, > 1 for a
-    failure that measured it), or None when no ratio was recorded."""
-    ratios = [_num(e.get("ratio")) for e in record.get("errors") or [] if "ratio" in e]
+    failure that measured it; inf where infinite), or None when no ratio was recorded."""
+    ratios = [read_number(e, "ratio") for e in record.get("errors") or []
+              if "ratio" in e or "ratio_nonfinite" in e]
+    ratios = [float("inf") if r is None or math.isnan(r) else r for r in ratios]
     return max(ratios) if ratios else None
 
 

@@ -9,10 +9,16 @@ import os
 import tempfile
 from pathlib import Path
 
+from triton_cts.results.numbers import as_float, error_entry
 from triton_cts.results.status import Status
 
 SCHEMA = "triton-cts-report"
-SCHEMA_VERSION = 1
+#: The format's version (reports/schema/report.schema.json): any added field bumps it.
+#: 2: records' message and traceback; errors' numbers as numbers (rtol, atol, ratio and
+#: null beside *_nonfinite); expectations' known; expectation finding, repro and known.
+SCHEMA_VERSION = 2
+#: The versions readers accept: older ones are brought to this one as they load.
+READABLE_VERSIONS = (1, 2)
 NOT_SUPPORTED = "not supported: "  # the plugin's skip-reason prefix
 WAIVED = "waived: "                # the reason prefix of an expectation's xfail/skip marker
 
@@ -30,10 +36,11 @@ def document(environment: dict, records: list[dict], **extra) -> dict:
 def validate_document(doc, source: str, any_version: bool = False) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ReportError(f"{source}: not a triton-cts report (no \"schema\": \"{SCHEMA}\")")
-    if doc.get("schema_version") != SCHEMA_VERSION and not any_version:
-        raise ReportError(f"{source}: schema version {doc.get('schema_version')!r}, this "
-                          f"checkout reads version {SCHEMA_VERSION}; regenerate the report "
-                          f"with this checkout")
+    version = doc.get("schema_version")
+    if (version not in READABLE_VERSIONS or isinstance(version, bool)) and not any_version:
+        raise ReportError(f"{source}: schema version {version!r}, this checkout reads "
+                          f"versions {', '.join(map(str, READABLE_VERSIONS))}; read it with "
+                          f"the checkout that wrote it, or regenerate it with this one")
     if not isinstance(doc.get("environment"), dict) or not isinstance(doc.get("records"), list):
         raise ReportError(f"{source}: missing \"environment\" object or \"records\" list")
     for i, r in enumerate(doc["records"]):
@@ -63,7 +70,29 @@ def load_report(path, any_version: bool = False) -> dict:
         hint = " (the file ends early: truncated?)" if unclosed or not text.strip() else ""
         raise ReportError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}{hint}") from None
-    return validate_document(doc, str(path), any_version)
+    return upgrade(validate_document(doc, str(path), any_version))
+
+
+def upgrade(doc: dict) -> dict:
+    """A report of an older readable version in this version's form, in place: version 1
+    held errors' non-finite numbers as text ("inf") and the bound as "rtol=X atol=Y".
+    ``schema_version`` keeps the version the file was written in (what a reader compares)."""
+    if doc.get("schema_version") == 1:
+        for r in doc["records"]:
+            r["errors"] = [_upgrade_error(e) for e in r.get("errors") or []]
+    return doc
+
+
+def _upgrade_error(e) -> dict:
+    if not isinstance(e, dict) or {"rtol", "atol"} & set(e) or any(
+            k.endswith("_nonfinite") for k in e):
+        return e  # already in this version's form
+    out = error_entry(e.get("output", "-"), e.get("max_abs_error"), e.get("bound"),
+                      e.get("ratio"), "ratio" in e)
+    for key in ("max_abs_error", "ratio"):  # text that is not a number stays as it was
+        if isinstance(e.get(key), str) and as_float(e[key]) is None:
+            out.update({key: e[key]})
+    return out
 
 
 def atomic_write(path, text: str) -> Path:
