@@ -48,9 +48,9 @@ def check_inputs(op: str, profile: Profile, dtypes: Iterable[torch.dtype],
         if device is None:
             device = t.device
         elif t.device != device:
-            devices = {u.device for u in tensors.values() if isinstance(u, torch.Tensor)}
+            found = {u.device for u in tensors.values() if isinstance(u, torch.Tensor)}
             raise WrongDeviceError(f"{op}: inputs are on different devices: "
-                                   f"{', '.join(sorted(map(str, devices)))}")
+                                   f"{', '.join(sorted(map(str, found)))}")
     if device is None or device.type == "cuda":
         return
     accelerator = devices.kernel_device_type()  # xpu, npu, a PrivateUse1 backend
