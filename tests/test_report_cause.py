@@ -79,7 +79,7 @@ def test_a_failing_check_keeps_its_whole_message_and_traceback(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     (rec,) = [r for r in json.loads(out.read_text())["records"] if r["status"] == "fail"]
     assert rec["message"].splitlines()[0].strip() == rec["reason"]  # the reason is not cut
-    assert len(rec["message"].splitlines()) > 2 and "while checking gelu[" in rec["message"]
+    assert len(rec["message"].splitlines()) > 2 and not rec["reason"].endswith("...")
     assert "reproduce: pytest" in rec["message"]  # the lines after the first stay
     assert "suites/test_numerics.py:" in rec["traceback"]
     passed = [r for r in json.loads(out.read_text())["records"] if r["status"] != "fail"]
