@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .compute import to_compute
 from .grid_stride import block_range, elementwise_plan
 from .row_align import aligned
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs, check_same_shape
@@ -31,7 +32,7 @@ GELU_COEFF = tl.constexpr(0.044715)
 @triton.jit
 def _gelu_tanh_fwd(X, Y, offs, mask, COMPUTE_FP64: tl.constexpr):
     x = tl.load(X + offs, mask=mask, other=0.0)
-    x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
+    x = to_compute(x, COMPUTE_FP64)
     u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
     y = x / (1.0 + tl.exp(-2.0 * u))
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
@@ -65,8 +66,8 @@ def _gelu_tanh_bwd(DY, X, DX, offs, mask, COMPUTE_FP64: tl.constexpr):
     # y = x * s with s = sigmoid(2u): dy/dx = s + 2 x s (1 - s) du/dx
     x = tl.load(X + offs, mask=mask, other=0.0)
     dy = tl.load(DY + offs, mask=mask, other=0.0)
-    x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
-    dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
+    x = to_compute(x, COMPUTE_FP64)
+    dy = to_compute(dy, COMPUTE_FP64)
     u = SQRT_2_OVER_PI * (x + GELU_COEFF * x * x * x)
     s = 1.0 / (1.0 + tl.exp(-2.0 * u))
     du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_COEFF * x * x)

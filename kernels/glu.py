@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .compute import to_compute
 from .grid_stride import block_range, elementwise_plan
 from .row_align import aligned
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
@@ -66,8 +67,8 @@ def _act(a, ACT: tl.constexpr):
 def _glu_fwd(A, B, Y, offs, mask, ACT: tl.constexpr, COMPUTE_FP64: tl.constexpr):
     a = tl.load(A + offs, mask=mask, other=0.0)
     b = tl.load(B + offs, mask=mask, other=0.0)
-    a = a.to(tl.float64) if COMPUTE_FP64 else a.to(tl.float32)
-    b = b.to(tl.float64) if COMPUTE_FP64 else b.to(tl.float32)
+    a = to_compute(a, COMPUTE_FP64)
+    b = to_compute(b, COMPUTE_FP64)
     y = _act(a, ACT) * b
     tl.store(Y + offs, y.to(Y.dtype.element_ty), mask=mask)
 
@@ -102,9 +103,9 @@ def _glu_bwd(DY, A, B, DA, DB, offs, mask, ACT: tl.constexpr, COMPUTE_FP64: tl.c
     dy = tl.load(DY + offs, mask=mask, other=0.0)
     a = tl.load(A + offs, mask=mask, other=0.0)
     b = tl.load(B + offs, mask=mask, other=0.0)
-    dy = dy.to(tl.float64) if COMPUTE_FP64 else dy.to(tl.float32)
-    a = a.to(tl.float64) if COMPUTE_FP64 else a.to(tl.float32)
-    b = b.to(tl.float64) if COMPUTE_FP64 else b.to(tl.float32)
+    dy = to_compute(dy, COMPUTE_FP64)
+    a = to_compute(a, COMPUTE_FP64)
+    b = to_compute(b, COMPUTE_FP64)
     act, grad = _act_and_grad(a, ACT)
     tl.store(DA + offs, (dy * b * grad).to(DA.dtype.element_ty), mask=mask)
     tl.store(DB + offs, (dy * act).to(DB.dtype.element_ty), mask=mask)

@@ -27,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .compute import to_compute
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, next_power_of_2
@@ -78,8 +79,8 @@ def _rope_kernel(
             safe_pairs = tl.minimum(pairs, half - 1)
             c = _load_tile(COS + pos * half, pairs, safe_pairs, pmask, SELECT_LOADS)
             s = _load_tile(SIN + pos * half, pairs, safe_pairs, pmask, SELECT_LOADS)
-            c = c.to(tl.float64) if COMPUTE_FP64 else c.to(tl.float32)
-            s = s.to(tl.float64) if COMPUTE_FP64 else s.to(tl.float32)
+            c = to_compute(c, COMPUTE_FP64)
+            s = to_compute(s, COMPUTE_FP64)
             if BACKWARD:
                 s = -s
             for h0 in range(0, n_heads, BLOCK_H):
@@ -94,7 +95,7 @@ def _rope_kernel(
                     offs = base + rows + cols[None, :]
                     x = _load_tile(X, offs, base + safe_rows
                                    + tl.minimum(cols, 2 * half - 1)[None, :], mask, SELECT_LOADS)
-                    x = x.to(tl.float64) if COMPUTE_FP64 else x.to(tl.float32)
+                    x = to_compute(x, COMPUTE_FP64)
                     x1, x2 = tl.split(tl.reshape(x, [BLOCK_H, BLOCK_P, 2]))
                     y1 = x1 * c[None, :] - x2 * s[None, :]
                     y2 = x2 * c[None, :] + x1 * s[None, :]
@@ -109,8 +110,8 @@ def _rope_kernel(
                                     SELECT_LOADS)
                     x2 = _load_tile(X, offs2, base + safe_rows + safe2[None, :], mask,
                                     SELECT_LOADS)
-                    x1 = x1.to(tl.float64) if COMPUTE_FP64 else x1.to(tl.float32)
-                    x2 = x2.to(tl.float64) if COMPUTE_FP64 else x2.to(tl.float32)
+                    x1 = to_compute(x1, COMPUTE_FP64)
+                    x2 = to_compute(x2, COMPUTE_FP64)
                     y1 = x1 * c[None, :] - x2 * s[None, :]
                     y2 = x2 * c[None, :] + x1 * s[None, :]
                     tl.store(Y + offs1, y1.to(Y.dtype.element_ty), mask=mask)
