@@ -28,7 +28,7 @@ The loss is float32 (float64 for float64 logits) whatever the logits' dtype; the
 has the logits' dtype. For "sum" and "mean" the per-row losses are summed by one program
 in a fixed order (deterministic), and "mean" divides by the count of rows not ignored,
 counted by one program before the main kernel (every row's gradient needs it). Where the
-profile takes it for few logits (``launch.cross_entropy_one_launch_elements``), the three
+profile takes it for few logits (``tuning.cross_entropy.one_launch_elements``), the three
 are one launch: every program counts the labels itself, and the one that finishes last
 sums the losses in the same order. Programs walk rows in a grid-stride loop capped at the
 profile's MAX_GRID_NUM, with int64 offsets.
@@ -43,6 +43,7 @@ from .grid_stride import block_range, last_to_finish, launch_grid, rearm
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from . import cross_entropy_tuning
 from .fast_launch import (PassedChecks, PlannedLaunch, Replays, launch, launch_plan, signature,
                           stream_buffers)
 
@@ -396,7 +397,7 @@ def _cross_entropy(logits, labels, ignore_index, label_smoothing, reduction, til
         return out, dx
     # few rows, reduced: one launch, whose last program sums the losses (see _plan)
     arrived = None
-    if reduction != "none" and profile.cross_entropy_one_launch(n_rows, n_cols):
+    if reduction != "none" and cross_entropy_tuning.one_launch(profile, n_rows, n_cols):
         arrived = stream_buffers(x.device, ("cross_entropy",),
                                  lambda: torch.zeros(1, dtype=torch.int32, device=x.device))
     n_valid = (torch.empty(1, dtype=loss_dtype, device=x.device)
@@ -431,7 +432,7 @@ def _plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype, tiled:
     three in one launch: each program counts the labels (``mean``), and the one that
     finishes last adds the losses in the sum's order, on a counter kept per stream
     (:func:`~kernels.fast_launch.stream_buffers`). The one launch is for few rows
-    (``launch.cross_entropy_one_launch_elements``): each program reads every label, and
+    (``tuning.cross_entropy.one_launch_elements``): each program reads every label, and
     such a call is bound by the host, which spends 7-15 us a launch; while a CUDA graph is
     captured the three launches are taken (a graph replays them at no host cost). The sum
     kernel runs the loss kernel's warps, so that its reduction is the last program's, to

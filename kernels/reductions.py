@@ -18,27 +18,26 @@ compare-and-select that keeps a NaN once seen. Triton lowers float atomic_max to
 atomics split on the sign bit, which loses negative NaNs, so the atomic variant raises a
 separate int32 NaN flag and the launcher writes NaN where it is set.
 
-max_dim returns (values, first index of the max) along the last dim, like torch.max(x, -1).
-Each program of the rows kernel walks BLOCK_M rows in steps of BLOCK_N columns (the
-profile's ``row_reduction_tile``), keeping a running max and the step it came from per
-lane, and ends with one tl.reduce over (value, index) pairs; a row that fits one step is
-reduced at once. Few rows longer than MAX_FUSED_SIZE are split into chunks so that
+max_dim returns (values, first index of the max) along the last dim, as torch.max(x, -1).
+Each program of the rows kernel walks BLOCK_M rows in steps of BLOCK_N columns
+(``reductions_tuning.row_reduction_tile``), keeping a running max and the step it came
+from per lane, and ends with one tl.reduce over (value, index) pairs; a row that fits one
+step is reduced at once. Few rows longer than MAX_FUSED_SIZE are split into chunks so that
 short-and-wide inputs still fill the device: stage 1 writes one (value, index) partial per
 (row, chunk), stage 2 reduces each row's partials. Both kernels use a 1-D grid with
 grid-stride loops, so no axis ever sees M beyond its limit.
 
-prod_all / prod_dim: the same shapes of work with a multiply. Blocks multiply
-elementwise into a running product and finish with ``tl.reduce`` and a multiply
-combine_fn, which Triton lowers as a binary tree (log2(BLOCK) dependent multiplies
-instead of BLOCK: shorter dependency chains pipeline better). Products accumulate in
-float64 where the profile's target has it (``dtypes.supported``), else in float32, and
-partials are kept in that precision between stages: float32 multiplies of values near 1
-round with a bias (about -5e-10 relative a multiply), so a float32 tree of 2^26 factors
-near 1 erred more than torch's float32 prod (benchmarks/results/h100.jsonl, experiment
-"comments").
-The kernels are bound by memory: one float64 multiply per float32 element read at the
-profile's ``peak.memory_bandwidth_gbs`` is about 1% of its ``peak.dense_tflops.float64``
-on nvidia-sm90.
+prod_all / prod_dim: the same shapes of work with a multiply. Blocks multiply elementwise
+into a running product and finish with ``tl.reduce`` and a multiply combine_fn, which
+Triton lowers as a binary tree (log2(BLOCK) dependent multiplies instead of BLOCK: shorter
+dependency chains pipeline better). Products accumulate in float64 where the profile's
+target has it (``dtypes.supported``), else in float32, and partials are kept in that
+precision between stages: float32 multiplies of values near 1 round with a bias (about
+-5e-10 relative a multiply), so a float32 tree of 2^26 factors near 1 erred more than
+torch's float32 prod (benchmarks/results/h100.jsonl, experiment "comments"). The kernels
+are bound by memory: one float64 multiply per float32 element read at the profile's
+``peak.memory_bandwidth_gbs`` is about 1% of its ``peak.dense_tflops.float64`` on
+nvidia-sm90.
 
 On select-load profiles (SIMD NPUs) masked-off lanes still read memory, so the kernels
 clamp offsets to a valid element and select the neutral value (-inf / dtype min for max,
@@ -53,6 +52,7 @@ import triton.language as tl
 from triton_cts.execution.input_checks import UnsupportedDtypeError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from .fast_launch import PassedChecks, PlannedLaunch, Replays, launch, launch_plan, signature
+from .reductions_tuning import reduction_grid, row_reduction_tile
 from .row_align import aligned, row_align
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -396,7 +396,7 @@ def _all_plan(profile: Profile, op: str, n: int, dtype: torch.dtype) -> tuple:
     block = profile.elementwise_block(dtype, n)
     # a few programs per compute unit, not one a block (a lone second stage was slow)
     # measured: benchmarks/results/h100.jsonl, experiment "comments"
-    grid = profile.reduction_grid(cdiv(n, block), dtype)
+    grid = reduction_grid(profile, cdiv(n, block), dtype)
     block2 = profile.elementwise_block(partial_dtype, grid)
     return (grid, partial_dtype,
             dict(constants, BLOCK_SIZE=block, num_warps=profile.num_warps_for(block)),
@@ -429,7 +429,7 @@ def _dim_plan(profile: Profile, op: str, M: int, N: int, stride: int,
             # (value, index) compare costs more a lane than its load, and a whole row in
             # one next_power_of_2(N) block left up to half its lanes masked (4104 columns:
             # 8192) and held 16 warps a row
-            block_m, block_n = profile.row_reduction_tile(M, N, dtype)
+            block_m, block_n = row_reduction_tile(profile, M, N, dtype)
         return 0, 0, partial_dtype, PlannedLaunch(
             rows_kernel, (profile.capped_grid(cdiv(M, block_m)),), **constants,
             BLOCK_M=block_m, BLOCK_N=block_n, ONE_STEP=block_n >= N,

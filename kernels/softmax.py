@@ -35,6 +35,7 @@ import triton.language as tl
 from .grid_stride import block_range, launch_grid
 from triton_cts.execution.input_checks import ShapeMismatchError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from . import softmax_tuning
 from .fast_launch import launch, launch_plan
 from .l2_hints import l2_hints
 from .row_align import aligned, row_align
@@ -292,7 +293,7 @@ def _forward(op: str, x: torch.Tensor, log: bool, online: bool, profile: Profile
         return y  # no launch: a zero grid crashes some backends
     # the profile may give the forward a shorter row tile than MAX_FUSED_SIZE (16-bit data)
     kernel, grid, meta = _plan(profile, False, online, n_rows, n_cols, x.dtype,
-                               profile.softmax_row_tile(x.dtype))
+                               softmax_tuning.row_tile(profile, x.dtype))
     launch(kernel, grid, x2, y, n_rows, n_cols, LOG=log, **meta)
     return y
 

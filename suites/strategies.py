@@ -183,12 +183,11 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     # its own 16-bit partial count keeps that, drawn small like the other
     optional = ({"autotune.matmul_tma": [draw(small_matmul_configs(profile))]}
                 if profile.autotune_configs("matmul_tma") is not None else {})
-    if "partials_per_compute_unit_16bit" in profile.data["launch"]:
-        optional["launch.partials_per_compute_unit_16bit"] = draw(st.integers(1, 3))
-    for field in ("reduction_programs_per_compute_unit",
-                  "reduction_programs_per_compute_unit_32bit"):
-        if field in profile.data["launch"]:
-            optional[f"launch.{field}"] = draw(st.integers(1, 3))
+    if "partials_per_compute_unit_16bit" in profile.tuning_overrides("layer_norm"):
+        optional["tuning.layer_norm.partials_per_compute_unit_16bit"] = draw(st.integers(1, 3))
+    for field in ("programs_per_compute_unit", "programs_per_compute_unit_32bit"):
+        if field in profile.tuning_overrides("reductions"):
+            optional[f"tuning.reductions.{field}"] = draw(st.integers(1, 3))
     derived = profile.derive(
         name=f"{profile.name}~fuzzed",
         **optional,
@@ -205,7 +204,7 @@ def derived_profiles(draw, profile: Profile) -> Profile:
             # every other launch constant a kernel takes from the profile, small enough
             # that small inputs span several tiles, groups and partial sums
             "launch.partials_per_compute_unit": draw(st.integers(1, 3)),
-            "launch.column_sum_tile": [draw(st.sampled_from([1, 2, 4, 8])),
+            "tuning.layer_norm.column_sum_tile": [draw(st.sampled_from([1, 2, 4, 8])),
                                        draw(st.sampled_from([2, 4, 8, 16])),
                                        draw(_small_warps(profile))],
             "autotune.matmul": [draw(small_matmul_configs(profile))],
@@ -225,23 +224,24 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     # the layer-norm column backward: the dweight/dbias tile and partial count drawn above
     # (several column blocks and row splits, a ragged last split), with no draw of its
     # own, so that every other example stays what it was
-    column_tile = [*derived.column_sum_tile, derived.partials_per_compute_unit]
-    tiles = {f"launch.layer_norm_backward_column_tile{suffix}": column_tile
+    column_sum_tile = derived.tuning("layer_norm")["column_sum_tile"]
+    column_tile = [*column_sum_tile, derived.partials_per_compute_unit]
+    tiles = {f"tuning.layer_norm.backward_column_tile{suffix}": column_tile
              for suffix in ("", "_32bit")}
-    if "layer_norm_backward_row_group_tile" in profile.data["launch"]:
+    if "backward_row_group_tile" in profile.tuning_overrides("layer_norm"):
         # the row-group backward likewise: slices of 2 to 16 columns, so that short rows
         # are split over groups of several programs (on few compute units: some rows
         # need more programs than are resident and take the column strategy), one or two
         # rows a meeting, the next rows loaded ahead where four or eight were drawn
-        rows, cols, warps = derived.column_sum_tile
+        rows, cols, warps = column_sum_tile
         group_tile = [min(rows, 2), cols, warps, derived.partials_per_compute_unit,
                       2 if rows >= 4 else 1]
-        tiles |= {f"launch.layer_norm_backward_row_group_tile{suffix}": group_tile
+        tiles |= {f"tuning.layer_norm.backward_row_group_tile{suffix}": group_tile
                   for suffix in ("", "_32bit")}
-    if "layer_norm_forward_row_group_tile_32bit" in profile.data["launch"]:
+    if "forward_row_group_tile_32bit" in profile.tuning_overrides("layer_norm"):
         # the row-group forward likewise (32-bit data, as the profile)
-        rows, cols, warps = derived.column_sum_tile
-        tiles["launch.layer_norm_forward_row_group_tile_32bit"] = [
+        rows, cols, warps = column_sum_tile
+        tiles["tuning.layer_norm.forward_row_group_tile_32bit"] = [
             min(rows, 2), cols, warps, derived.partials_per_compute_unit]
     return derived.derive(name=derived.name, **tiles)
 

@@ -79,7 +79,7 @@ def test_the_backward_launches_its_gradients_once_where_their_tiles_fit_one_wave
     got = {}
     for units, single, gradient_launches in ((1, True, 2), (1000, False, 2), (1000, True, 1)):
         profile = SMALL.derive(**{"limits.compute_units": units,
-                                  "launch.attention_backward_single_launch": single})
+                                  "tuning.attention.backward_single_launch": single})
         with launches.interpreted(), launches.record_launches() as log:
             grads = ka.attention_backward(q, k, v, do, **kwargs, profile=profile)
         assert [launch.name for launch in log if launch.name.startswith("_attn_bwd")] == \

@@ -20,7 +20,7 @@ def test_derived_profiles_fuzz_every_launch_constant(derived):
     assert tile["BLOCK_SIZE_M"] <= 32 and tile["BLOCK_SIZE_N"] <= 32
     assert 1 <= tile["GROUP_SIZE_M"] <= 3
     assert 1 <= derived.partials_per_compute_unit <= 3
-    rows, cols, warps = derived.column_sum_tile
+    rows, cols, warps = derived.tuning("layer_norm")["column_sum_tile"]
     assert rows <= 8 and cols <= 16 and warps <= derived.max_num_warps
     assert derived.max_grid_num <= 8 and derived.compute_units <= 8
 

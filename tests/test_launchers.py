@@ -5,6 +5,7 @@ import torch
 import triton.language as tl
 
 from kernels.gelu import gelu
+from kernels import reductions_tuning
 from kernels.softmax import softmax
 from triton_cts.execution import launches
 from triton_cts.toolchains.cross_compile import compile_launch
@@ -284,8 +285,8 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
     of one program a block."""
     from kernels.reductions import max_all, prod_all
     few = SM90.derive(**{"launch.elementwise_block_bytes": 64, "limits.compute_units": 2,
-                         "launch.reduction_programs_per_compute_unit": 2,
-                         "launch.reduction_programs_per_compute_unit_32bit": 3})
+                         "tuning.reductions.programs_per_compute_unit": 2,
+                         "tuning.reductions.programs_per_compute_unit_32bit": 3})
     x = 1 + 0.01 * torch.randn(1003)  # 16 float32 elements a block: 63 blocks
     with interpreted():
         for fn, want in ((max_all, x.max()), (prod_all, x.double().prod().float())):
@@ -293,8 +294,8 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
                 got = fn(x, profile=few)
             assert [launch.grid for launch in log] == [(6, 1, 1), (1, 1, 1)]
             torch.testing.assert_close(got, want)
-        unlimited = few.derive(**{"launch.reduction_programs_per_compute_unit": 64,
-                                  "launch.reduction_programs_per_compute_unit_32bit": 64})
+        unlimited = few.derive(**{"tuning.reductions.programs_per_compute_unit": 64,
+                                  "tuning.reductions.programs_per_compute_unit_32bit": 64})
         with record_launches() as log:
             max_all(x, profile=unlimited)
         assert log[0].grid == (63, 1, 1)
@@ -309,12 +310,12 @@ def test_whole_tensor_reductions_launch_the_profiles_programs_per_compute_unit()
 
 
 def test_the_softmax_forward_takes_the_profile_row_tile_on_16_bit_data():
-    """Rows longer than ``launch.softmax_row_tile_bytes`` (16-bit data) go through the
+    """Rows longer than ``tuning.softmax.row_tile_bytes`` (16-bit data) go through the
     online kernel in tiles of it, though they fit MAX_FUSED_SIZE; float32 rows of the same
     length stay fused. The results are torch's."""
     from kernels.softmax import log_softmax
     short = SM90.derive(**{"launch.max_fused_size_bytes": 1024,  # 512 bf16, 256 fp32
-                           "launch.softmax_row_tile_bytes": 256})  # 128 bf16 elements
+                           "tuning.softmax.row_tile_bytes": 256})  # 128 bf16 elements
     x = torch.randn(6, 200, generator=torch.Generator().manual_seed(3))
     with interpreted():
         for dtype, fn, ref in ((torch.bfloat16, softmax, torch.softmax),
@@ -340,7 +341,7 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
     faster (layer norm and 16-bit RMS norm do not). The results are the reference's."""
     from kernels.layer_norm import layer_norm, rms_norm
     tiled = SM90.derive(**{"limits.compute_units": 2, "launch.max_fused_size_bytes": 256,
-                           "launch.layer_norm_forward_row_group_tile_32bit": None})
+                           "tuning.layer_norm.forward_row_group_tile_32bit": None})
     g = torch.Generator().manual_seed(1)
     x = torch.randn(7, 200, generator=g) * 3 + 5  # 64 float32 columns a tile, 7 rows
     w, b = torch.randn(200, generator=g), torch.randn(200, generator=g)
@@ -377,15 +378,15 @@ def test_the_layer_norm_tiled_forward_caps_its_programs_on_32_bit_data():
 
 
 def test_the_layer_norm_tiled_forward_normalizes_in_the_profile_tile():
-    """``launch.layer_norm_normalize_tile_bytes`` shortens the tiles of the tiled layer-norm
+    """``tuning.layer_norm.normalize_tile_bytes`` shortens the tiles of the tiled layer-norm
     forward's normalizing walk on 16-bit data: RMS norm and float32 keep the summing walk's
     tile, and every output is bitwise the one of the whole-tile walk (the same arithmetic
     per element), with and without a residual and masks."""
     from kernels.layer_norm import layer_norm
     base = SM90.derive(**{"launch.max_fused_size_bytes": 256,  # 64-column tiles
-                          "launch.layer_norm_forward_row_group_tile": None,
-                          "launch.layer_norm_forward_row_group_tile_32bit": None})
-    short = base.derive(**{"launch.layer_norm_normalize_tile_bytes": 32})  # 16 bf16
+                          "tuning.layer_norm.forward_row_group_tile": None,
+                          "tuning.layer_norm.forward_row_group_tile_32bit": None})
+    short = base.derive(**{"tuning.layer_norm.normalize_tile_bytes": 32})  # 16 bf16
     g = torch.Generator().manual_seed(5)
     with interpreted():
         for n in (300, 256):  # masked, and the tile dividing the row (no masks)
@@ -418,7 +419,7 @@ def test_the_layer_norm_tiled_forward_normalizes_in_the_profile_tile():
 
 
 def test_the_partial_backward_sums_in_its_last_program_within_the_profile_bytes(monkeypatch):
-    """With ``launch.layer_norm_backward_last_sum_bytes``, a partial-sum backward whose
+    """With ``tuning.layer_norm.backward_last_sum_bytes``, a partial-sum backward whose
     partials fit it makes one launch, its last program adding the partial rows; larger
     partials, and profiles without the field, make two (the column sums apart). dx is the
     same bits either way and dweight/dbias are torch's, with and without a bias, a
@@ -433,7 +434,7 @@ def test_the_partial_backward_sums_in_its_last_program_within_the_profile_bytes(
         return (arrived, *(None if p is None else p.fill_(float("nan")) for p in partials))
     monkeypatch.setattr(column_sums, "_new_last_sum_buffers", poisoned)
     base = SM90
-    last = SM90.derive(**{"launch.layer_norm_backward_last_sum_bytes": 32768})
+    last = SM90.derive(**{"tuning.layer_norm.backward_last_sum_bytes": 32768})
     g = torch.Generator().manual_seed(17)
     with interpreted():
         for m, n, dtype, bias, rms, ones in ((5, 300, torch.float32, True, False, True),
@@ -471,7 +472,7 @@ def test_the_partial_backward_sums_in_its_last_program_within_the_profile_bytes(
 
 
 def test_a_reduced_cross_entropy_is_one_launch_within_the_profile_bound(monkeypatch):
-    """With ``launch.cross_entropy_one_launch_elements``, a mean or sum over that many
+    """With ``tuning.cross_entropy.one_launch_elements``, a mean or sum over that many
     logits or fewer (and rows within one count step) is one launch of the loss kernel: each program counts the labels not ignored
     and the last to finish sums the losses. Its loss and gradient are the same bits as
     the three launches' (count, loss kernel, sum; two for a sum), fused and tiled, with
@@ -486,7 +487,7 @@ def test_a_reduced_cross_entropy_is_one_launch_within_the_profile_bound(monkeypa
         return t.fill_(float("nan")) if t.is_floating_point() else t
     monkeypatch.setattr(torch, "empty", poisoned)
     base = SM90.derive(**{"limits.compute_units": 4})  # several programs a launch
-    one = base.derive(**{"launch.cross_entropy_one_launch_elements": 10000})
+    one = base.derive(**{"tuning.cross_entropy.one_launch_elements": 10000})
     g = torch.Generator().manual_seed(23)
     with interpreted():
         for rows, n, dtype, reduction, smoothing, fn, ignored in (
@@ -528,7 +529,7 @@ def test_the_layer_norm_tiled_forward_third_sum_changes_no_value():
     from kernels.layer_norm.forward import _forward_plan
     from kernels.fast_launch import PlannedLaunch
     tiled = SM90.derive(**{"launch.max_fused_size_bytes": 256,  # 64 float32 columns a tile
-                           "launch.layer_norm_forward_row_group_tile_32bit": None})
+                           "tuning.layer_norm.forward_row_group_tile_32bit": None})
     g = torch.Generator().manual_seed(9)
     x = torch.randn(6, 200, generator=g) * 3 + 1e4
     x[1, 150] = float("inf")
@@ -561,10 +562,10 @@ def test_weight_first_changes_no_value():
     the launch takes it only for one-row programs within each op's bound."""
     from kernels.fused_add_rms_norm import fused_add_rms_norm
     from kernels.layer_norm import layer_norm, rms_norm
-    on = SM90.derive(**{f"launch.{op}_weight_first_max_block{bits}": 256
-                        for op in ("rms_norm", "layer_norm") for bits in ("", "_32bit")})
-    rms_only = SM90.derive(**{"launch.rms_norm_weight_first_max_block": 256,
-                              "launch.rms_norm_weight_first_max_block_32bit": 256})
+    on = SM90.derive(**{f"tuning.layer_norm.{op}weight_first_max_block{bits}": 256
+                        for op in ("rms_norm_", "") for bits in ("", "_32bit")})
+    rms_only = SM90.derive(**{"tuning.layer_norm.rms_norm_weight_first_max_block": 256,
+                              "tuning.layer_norm.rms_norm_weight_first_max_block_32bit": 256})
     g = torch.Generator().manual_seed(11)
     for dtype, n, rows in ((torch.float32, 200, 5), (torch.bfloat16, 256, 3),
                            (torch.float32, 8, 1100)):
@@ -598,13 +599,13 @@ def test_layer_norm_fused_kernels_drop_their_masks_where_the_tile_is_the_row():
     BLOCK_M dividing the rows), layer norm's forward and one-row-a-program backward take
     the kernels without masks (N a constant); RMS norm, uneven rows and stacked backward
     rows keep them. A one-row-a-program backward prefetches the next row where the profile
-    says (``launch.layer_norm_backward_prefetch``). The results are torch's either way."""
+    says (``tuning.layer_norm.backward_prefetch``). The results are torch's either way."""
     from kernels.layer_norm import layer_norm, layer_norm_backward
     F = torch.nn.functional
     g = torch.Generator().manual_seed(3)
     for prefetching in (False, True):
         profile = SM90.derive(**{"limits.compute_units": 4,
-                                 "launch.layer_norm_backward_prefetch": prefetching})
+                                 "tuning.layer_norm.backward_prefetch": prefetching})
         _check_fused_masks_and_prefetch(profile, prefetching, g, F, layer_norm,
                                         layer_norm_backward)
 
@@ -647,10 +648,10 @@ def test_row_reductions_take_the_rows_kernel_wherever_rows_fill_the_device():
     and first indices, NaN and ties included."""
     from kernels.reductions import max_dim, prod_dim
     small = SM90.derive(**{"launch.max_fused_size_bytes": 256, "limits.compute_units": 4,
-                           "launch.row_reduction_step_bytes_32bit": 64,
+                           "tuning.reductions.row_step_bytes_32bit": 64,
                            "launch.elementwise_block_bytes": 256,
-                           "launch.row_reduction_step_bytes": 64,
-                           "launch.row_reduction_programs_per_compute_unit": 1})
+                           "tuning.reductions.row_step_bytes": 64,
+                           "tuning.reductions.row_programs_per_compute_unit": 1})
     x = torch.randn(9, 300).mul(2).round()
     x[1, 100] = x[1, 120] = float("nan")
     for rows, kernel in ((9, "_max_dim_rows_kernel"), (2, "_max_dim_chunks_kernel")):
@@ -665,7 +666,7 @@ def test_row_reductions_take_the_rows_kernel_wherever_rows_fill_the_device():
         torch.testing.assert_close(products, (1 + x[:rows] / 64).double().prod(-1).float(),
                                    equal_nan=True)
     # 16 bytes a step: 4 float32 columns, so 4 rows stack into a 64-byte block of 16
-    assert small.row_reduction_tile(64, 300, torch.float32) == (4, 16)
+    assert reductions_tuning.row_reduction_tile(small, 64, 300, torch.float32) == (4, 16)
 
 
 def test_launch_constants_are_computed_once_per_profile_and_shape(monkeypatch):
@@ -717,7 +718,7 @@ def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allo
     small = SM90.derive(name="nvidia-sm90~small-tma", **{
         "autotune.matmul_tma": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16,
                                  "GROUP_SIZE_M": 2, "num_warps": 1, "num_stages": 1}],
-        "limits.compute_units": 3, "launch.matmul_pointer_max_work": 1})
+        "limits.compute_units": 3, "tuning.matmul.pointer_max_work": 1})
     gfx942 = load_profiles()["amd-gfx942"]
     torch.manual_seed(0)
     a16, b16 = torch.randn(40, 48, dtype=torch.float16), torch.randn(48, 64, dtype=torch.float16)
@@ -748,12 +749,12 @@ def test_matmul_takes_tensor_descriptors_where_the_profile_and_the_matrices_allo
 
 
 def test_small_products_take_the_pointer_kernel_and_the_tma_variant_does_not():
-    """Up to ``launch.matmul_pointer_max_work`` (M*N*K; 512^3 on sm90) matmul runs the
+    """Up to ``tuning.matmul.pointer_max_work`` (M*N*K; 512^3 on sm90) matmul runs the
     pointer kernel, whose launch costs less; past it the tensor-descriptor kernel.
     ``matmul_tma`` takes the descriptor kernel at every size, and a profile without its
     configs declines it, naming the table."""
-    from kernels.matmul import matmul, matmul_tma
-    assert SM90.matmul_pointer_max_work == 512 ** 3
+    from kernels.matmul import matmul, matmul_tma, pointer_max_work
+    assert pointer_max_work(SM90) == 512 ** 3
     a = torch.empty(512, 512, dtype=torch.bfloat16, device="meta")
     for b, fn, kernel in ((a, matmul, "_matmul_kernel"),
                           (torch.empty(512, 528, dtype=torch.bfloat16, device="meta"), matmul,
@@ -817,7 +818,7 @@ def test_the_column_backward_takes_long_rows_in_splits(rows):
     the tiled strategy to float32 rounding."""
     from kernels.layer_norm import layer_norm, layer_norm_backward_columns, layer_norm_backward_tiled
     derived = SM90.derive(**{"launch.max_fused_size_bytes": 256, "limits.compute_units": 3,
-                             "launch.layer_norm_backward_column_tile_32bit": [4, 32, 1, 4]})
+                             "tuning.layer_norm.backward_column_tile_32bit": [4, 32, 1, 4]})
     gen = torch.Generator().manual_seed(0)
     x, dy = torch.randn(rows, 100, generator=gen), torch.randn(rows, 100, generator=gen)
     w, b = torch.randn(100, generator=gen), torch.randn(100, generator=gen)

@@ -19,7 +19,7 @@ TWO_CONFIGS = SM90.derive(name="nvidia-sm90~two-configs-out", **{
                         {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, **TINY}],
     "autotune.matmul_tma": [{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16, **TINY},
                             {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 16, **TINY}],
-    "limits.compute_units": 3, "launch.matmul_pointer_max_work": 1})
+    "limits.compute_units": 3, "tuning.matmul.pointer_max_work": 1})
 
 
 def _layouts(m, k, n, dtype):

@@ -7,6 +7,9 @@ import pytest
 import torch
 
 from tests.helpers import bundled_profile_data, write_toml
+from kernels import cross_entropy_tuning, reductions_tuning, softmax_tuning
+from kernels.attention import plan as attention_plan
+from kernels.layer_norm import tuning as lnt
 from triton_cts.profiles import ProfileError, load_profile, load_profiles, profile_from_dict
 
 REQUIRED_PROFILES = {"nvidia-sm80", "nvidia-sm90", "amd-gfx90a", "amd-gfx942", "amd-gfx1100",
@@ -29,6 +32,11 @@ def test_every_number_in_bundled_profiles_names_its_source():
                 assert "#" in line, f"{path.name}:{lineno}: number without a source comment"
 
 
+def _tune(d, family):
+    """``d``'s ``[tuning.<family>]`` table, made where absent."""
+    return d.setdefault("tuning", {}).setdefault(family, {})
+
+
 def _mutate(tmp_path, change, name="nvidia-sm90"):
     data = copy.deepcopy(bundled_profile_data(name))
     change(data)
@@ -49,35 +57,35 @@ def _mutate(tmp_path, change, name="nvidia-sm90"):
      "launch.num_warps_by_block[1]", "ascending"),
     (lambda d: d["launch"].update(num_warps_by_block_32bit=[[8192, 12]]),
      "launch.num_warps_by_block_32bit[0]", "power of two"),
-    (lambda d: d["launch"].update(layer_norm_num_warps_by_block=[[8192, 64]]),
-     "launch.layer_norm_num_warps_by_block[0]", "at most limits.max_num_warps = 32"),
-    (lambda d: d["launch"].update(layer_norm_tiled_num_warps_by_block=[[8192, 16, 2, 1]]),
-     "launch.layer_norm_tiled_num_warps_by_block", "third number"),
-    (lambda d: d["launch"].update(layer_norm_num_warps_by_block_32bit=[[16384, 32, 3]]),
-     "launch.layer_norm_num_warps_by_block_32bit[0]",
+    (lambda d: _tune(d, "layer_norm").update(num_warps_by_block=[[8192, 64]]),
+     "tuning.layer_norm.num_warps_by_block[0]", "at most limits.max_num_warps = 32"),
+    (lambda d: _tune(d, "layer_norm").update(tiled_num_warps_by_block=[[8192, 16, 2, 1]]),
+     "tuning.layer_norm.tiled_num_warps_by_block", "third number"),
+    (lambda d: _tune(d, "layer_norm").update(num_warps_by_block_32bit=[[16384, 32, 3]]),
+     "tuning.layer_norm.num_warps_by_block_32bit[0]",
      "3 programs of 32 warps exceed the 64 warps a compute unit holds"),
     (lambda d: d["limits"].update(registers_per_sm=0) or d["launch"].update(
         num_warps_by_block=[[8192, 16, 2]]), "launch.num_warps_by_block[0]",
      "need limits.registers_per_sm"),
     (lambda d: d["target"].update(multi_operand_reduce="no"), "target.multi_operand_reduce",
      "true or false"),
-    (lambda d: d["launch"].update(column_sum_tile=[32, 32]), "launch.column_sum_tile",
+    (lambda d: _tune(d, "layer_norm").update(column_sum_tile=[32, 32]), "tuning.layer_norm.column_sum_tile",
      "a list of 3 powers of two"),
-    (lambda d: d["launch"].update(column_sum_tile=[32, 32, 64]),
-     "launch.column_sum_tile[2]", "exceeds limits.max_num_warps = 32"),
-    (lambda d: d["launch"].update(layer_norm_backward_column_tile=[32, 96, 4, 8]),
-     "launch.layer_norm_backward_column_tile", "a list of 4 ints"),
-    (lambda d: d["launch"].update(layer_norm_backward_column_tile=[32, 128, 4, 0]),
-     "launch.layer_norm_backward_column_tile", "programs per compute unit (>= 1)"),
-    (lambda d: d["launch"].update(layer_norm_backward_column_tile=[32, 128, 64, 8]),
-     "launch.layer_norm_backward_column_tile[2]", "exceeds limits.max_num_warps = 32"),
-    (lambda d: d["launch"].update(layer_norm_backward_row_group_tile=[2, 2048, 8, 2, 3]),
-     "launch.layer_norm_backward_row_group_tile", "optionally row blocks in flight (1, or 2"),
-    (lambda d: d["launch"].update(layer_norm_backward_row_group_tile_32bit=[1, 4096, 32, 4]),
-     "launch.layer_norm_backward_row_group_tile_32bit[3]",
+    (lambda d: _tune(d, "layer_norm").update(column_sum_tile=[32, 32, 64]),
+     "tuning.layer_norm.column_sum_tile[2]", "exceeds limits.max_num_warps = 32"),
+    (lambda d: _tune(d, "layer_norm").update(backward_column_tile=[32, 96, 4, 8]),
+     "tuning.layer_norm.backward_column_tile", "a list of 4 ints"),
+    (lambda d: _tune(d, "layer_norm").update(backward_column_tile=[32, 128, 4, 0]),
+     "tuning.layer_norm.backward_column_tile", "programs per compute unit (>= 1)"),
+    (lambda d: _tune(d, "layer_norm").update(backward_column_tile=[32, 128, 64, 8]),
+     "tuning.layer_norm.backward_column_tile[2]", "exceeds limits.max_num_warps = 32"),
+    (lambda d: _tune(d, "layer_norm").update(backward_row_group_tile=[2, 2048, 8, 2, 3]),
+     "tuning.layer_norm.backward_row_group_tile", "optionally row blocks in flight (1, or 2"),
+    (lambda d: _tune(d, "layer_norm").update(backward_row_group_tile_32bit=[1, 4096, 32, 4]),
+     "tuning.layer_norm.backward_row_group_tile_32bit[3]",
      "4 programs of 32 warps exceed the 64 warps a compute unit holds"),
-    (lambda d: d["launch"].update(layer_norm_backward_row_group_tile=[1, 4096, 8]),
-     "launch.layer_norm_backward_row_group_tile", "a list of 4 or 5 ints"),
+    (lambda d: _tune(d, "layer_norm").update(backward_row_group_tile=[1, 4096, 8]),
+     "tuning.layer_norm.backward_row_group_tile", "a list of 4 or 5 ints"),
     (lambda d: d["autotune"]["matmul_tma"][1].update(C_SPLIT=4), "autotune.matmul_tma[1].C_SPLIT",
      "expected one of (1, 2), got 4"),
     (lambda d: d["autotune"]["matmul_tma"][1].update(FLATTEN=True),
@@ -115,11 +123,10 @@ def test_resident_programs_need_a_register_cap(tmp_path):
 
 def test_row_groups_wait_for_each_other_so_need_a_register_cap(tmp_path):
     # the programs of a group wait at a counter: their residency rests on maxnreg (CUDA)
-    path = _mutate(tmp_path, lambda d: d["launch"].update(
-        layer_norm_backward_row_group_tile=[1, 1024, 4, 2]), name="amd-gfx942")
+    path = _mutate(tmp_path, lambda d: _tune(d, "layer_norm").update(backward_row_group_tile=[1, 1024, 4, 2]), name="amd-gfx942")
     with pytest.raises(ProfileError, match="maxnreg.*target.backend is 'hip'") as info:
         load_profile(path)
-    assert info.value.field == "launch.layer_norm_backward_row_group_tile[3]"
+    assert info.value.field == "tuning.layer_norm.backward_row_group_tile[3]"
 
 
 def test_name_must_match_file_stem(tmp_path):
@@ -169,26 +176,26 @@ def test_helpers_read_the_profile():
     assert gfx942.num_warps_for(32768) == 16          # wave64: at most 16 warps
     # a kernel's own 16-bit table where the profile has one, else the general table;
     # 32-bit data keep theirs
-    ln = "layer_norm_num_warps_by_block"
-    assert sm90.num_warps_for(16384, torch.bfloat16, ln) == 8
-    assert sm90.num_warps_for(8192, torch.bfloat16, ln) == 16
-    assert sm90.num_warps_for(16384, torch.float32, ln) == 32
-    assert gfx942.num_warps_for(16384, torch.bfloat16, ln) == gfx942.num_warps_for(16384)
+    ln = "num_warps_by_block"
+    assert sm90.num_warps_for(16384, torch.bfloat16, lnt.warps_table(sm90, ln, torch.bfloat16)) == 8
+    assert sm90.num_warps_for(8192, torch.bfloat16, lnt.warps_table(sm90, ln, torch.bfloat16)) == 16
+    assert sm90.num_warps_for(16384, torch.float32, lnt.warps_table(sm90, ln, torch.float32)) == 32
+    assert gfx942.num_warps_for(16384, torch.bfloat16, lnt.warps_table(gfx942, ln, torch.bfloat16)) == gfx942.num_warps_for(16384)
     # a table's third number keeps that many programs resident: registers capped to fit
     h200 = profiles["nvidia-sm90-h200"]
-    assert h200.launch_options_for(16384, torch.float32, ln) == {"num_warps": 32, "maxnreg": 32}
-    assert h200.launch_options_for(8192, torch.float32, ln) == {"num_warps": 16}
-    assert h200.launch_options_for(8192, torch.float64, ln) == {"num_warps": 32}  # no cap
-    assert h200.launch_options_for(16384, torch.bfloat16, ln) == {"num_warps": 8,
+    assert h200.launch_options_for(16384, torch.float32, lnt.warps_table(h200, ln, torch.float32)) == {"num_warps": 32, "maxnreg": 32}
+    assert h200.launch_options_for(8192, torch.float32, lnt.warps_table(h200, ln, torch.float32)) == {"num_warps": 16}
+    assert h200.launch_options_for(8192, torch.float64, lnt.warps_table(h200, ln, torch.float64)) == {"num_warps": 32}  # no cap
+    assert h200.launch_options_for(16384, torch.bfloat16, lnt.warps_table(h200, ln, torch.bfloat16)) == {"num_warps": 8,
                                                                  "maxnreg": 128}
-    tiled = "layer_norm_tiled_num_warps_by_block"
-    assert h200.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16,
+    tiled = "tiled_num_warps_by_block"
+    assert h200.launch_options_for(32768, torch.bfloat16, lnt.warps_table(h200, tiled, torch.bfloat16)) == {"num_warps": 16,
                                                                     "maxnreg": 64}
-    assert h200.launch_options_for(32768, torch.float32, tiled) == {"num_warps": 32}
-    assert sm90.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16,
+    assert h200.launch_options_for(32768, torch.float32, lnt.warps_table(h200, tiled, torch.float32)) == {"num_warps": 32}
+    assert sm90.launch_options_for(32768, torch.bfloat16, lnt.warps_table(sm90, tiled, torch.bfloat16)) == {"num_warps": 16,
                                                                     "maxnreg": 64}
-    assert sm90.launch_options_for(16384, torch.float32, ln) == {"num_warps": 32}
-    assert gfx942.launch_options_for(32768, torch.bfloat16, tiled) == {"num_warps": 16}
+    assert sm90.launch_options_for(16384, torch.float32, lnt.warps_table(sm90, ln, torch.float32)) == {"num_warps": 32}
+    assert gfx942.launch_options_for(32768, torch.bfloat16, lnt.warps_table(gfx942, tiled, torch.bfloat16)) == {"num_warps": 16}
     assert sm90.capped_grid(10**9) == 65535 and sm90.capped_grid(0) == 1
     assert npu.capped_grid(1000) == 40
     assert npu.select_loads and npu.slice_broadcast and not sm90.select_loads
@@ -207,8 +214,8 @@ def test_derive_validates_like_a_file():
     with pytest.raises(ProfileError, match="unknown field"):
         sm90.derive(**{"launch.no_such_field": 1})
     # None removes an optional field; a required one is then missing
-    assert sm90.derive(**{"launch.layer_norm_forward_row_group_tile_32bit": None}
-                       ).layer_norm_forward_row_group_tile(torch.float32) is None
+    assert lnt.forward_row_group_tile(sm90.derive(**{"tuning.layer_norm.forward_row_group_tile_32bit": None}
+                       ), torch.float32) is None
     with pytest.raises(ProfileError, match="max_grid_num"):
         sm90.derive(**{"launch.max_grid_num": None})
 
@@ -271,71 +278,71 @@ def test_new_targets_differ_from_their_predecessors_where_the_hardware_does():
 
 
 def test_16bit_partials_apply_to_16bit_data_only():
-    """``launch.partials_per_compute_unit_16bit`` sets the partial-sum backward's programs
+    """``tuning.layer_norm.partials_per_compute_unit_16bit`` sets the partial-sum backward's programs
     per compute unit for 16-bit rows stacked several a program; wider data, unstacked
     rows, and every dtype on a profile without it, take ``partials_per_compute_unit``; a
     bad value names its field."""
     base = load_profiles()["amd-gfx942"]
-    assert "partials_per_compute_unit_16bit" not in base.data["launch"]
-    assert base.partials_for(torch.bfloat16) == base.partials_for(torch.float32) == \
-        base.partials_per_compute_unit
-    more = base.derive(**{"launch.partials_per_compute_unit_16bit": 4})
-    assert more.partials_for(torch.bfloat16) == more.partials_for(torch.float16) == 4
-    assert more.partials_for(torch.bfloat16, stacked=False) == base.partials_per_compute_unit
-    assert more.partials_for(torch.float32) == more.partials_for(torch.float64) == \
-        base.partials_per_compute_unit
-    with pytest.raises(ProfileError, match="partials_per_compute_unit_16bit"):
-        base.derive(**{"launch.partials_per_compute_unit_16bit": 0})
+    assert "partials_per_compute_unit_16bit" not in base.tuning_overrides("layer_norm")
+    assert lnt.partials_for(base, torch.bfloat16) == lnt.partials_for(base, torch.float32) == \
+        base["launch.partials_per_compute_unit"]
+    more = base.derive(**{"tuning.layer_norm.partials_per_compute_unit_16bit": 4})
+    assert lnt.partials_for(more, torch.bfloat16) == lnt.partials_for(more, torch.float16) == 4
+    assert lnt.partials_for(more, torch.bfloat16, stacked=False) == base["launch.partials_per_compute_unit"]
+    assert lnt.partials_for(more, torch.float32) == lnt.partials_for(more, torch.float64) == \
+        base["launch.partials_per_compute_unit"]
+    with pytest.raises(ProfileError, match="tuning.layer_norm.partials_per_compute_unit_16bit"):
+        base.derive(**{"tuning.layer_norm.partials_per_compute_unit_16bit": 0})
 
 
 def test_reduction_grid_caps_where_the_profile_says():
-    """``launch.reduction_programs_per_compute_unit`` (and ``_32bit``) cap a whole-tensor
+    """``tuning.reductions.programs_per_compute_unit`` (and ``_32bit``) cap a whole-tensor
     reduction's first stage at that many programs a compute unit; a profile without them
     launches a program a block (capped at MAX_GRID_NUM)."""
     profiles = load_profiles()
     sm90, gfx942 = profiles["nvidia-sm90"], profiles["amd-gfx942"]
     units = sm90.compute_units
-    assert sm90.reduction_grid(10**6, torch.bfloat16) == 8 * units
-    assert sm90.reduction_grid(10**6, torch.float32) == 16 * units
-    assert sm90.reduction_grid(10**6, torch.float64) == 16 * units
-    assert sm90.reduction_grid(5, torch.float32) == 5  # fewer blocks than the cap
-    assert gfx942.reduction_grid(10**6, torch.float32) == gfx942.capped_grid(10**6)
-    only_16 = gfx942.derive(**{"launch.reduction_programs_per_compute_unit": 2})
-    assert only_16.reduction_grid(10**6, torch.float32) == 2 * gfx942.compute_units
-    with pytest.raises(ProfileError, match="reduction_programs_per_compute_unit"):
-        sm90.derive(**{"launch.reduction_programs_per_compute_unit": 0})
+    assert reductions_tuning.reduction_grid(sm90, 10**6, torch.bfloat16) == 8 * units
+    assert reductions_tuning.reduction_grid(sm90, 10**6, torch.float32) == 16 * units
+    assert reductions_tuning.reduction_grid(sm90, 10**6, torch.float64) == 16 * units
+    assert reductions_tuning.reduction_grid(sm90, 5, torch.float32) == 5  # fewer blocks than the cap
+    assert reductions_tuning.reduction_grid(gfx942, 10**6, torch.float32) == gfx942.capped_grid(10**6)
+    only_16 = gfx942.derive(**{"tuning.reductions.programs_per_compute_unit": 2})
+    assert reductions_tuning.reduction_grid(only_16, 10**6, torch.float32) == 2 * gfx942.compute_units
+    with pytest.raises(ProfileError, match="tuning.reductions.programs_per_compute_unit"):
+        sm90.derive(**{"tuning.reductions.programs_per_compute_unit": 0})
 
 
 def test_row_reduction_tile_stacks_rows_only_while_the_device_stays_full():
     """``row_reduction_tile`` fills an elementwise block: steps of
-    ``launch.row_reduction_step_bytes`` (``_32bit``) along a row, rows stacked while at least
+    ``tuning.reductions.row_step_bytes`` (``_32bit``) along a row, rows stacked while at least
     ``row_reduction_programs_per_compute_unit`` programs a compute unit remain, and a
     longer step for rows left unstacked; a profile without the fields walks a row in
     whole elementwise blocks and keeps one program a compute unit."""
     profiles = load_profiles()
     sm90, gfx942 = profiles["nvidia-sm90"], profiles["amd-gfx942"]
     units = sm90.compute_units  # 132: 4 a unit is 528 programs
-    assert sm90.row_reduction_tile(4096, 4096, torch.bfloat16) == (4, 512)
-    assert sm90.row_reduction_tile(32768, 1024, torch.bfloat16) == (4, 512)
-    assert sm90.row_reduction_tile(32768, 1024, torch.float32) == (8, 128)  # 512-byte steps
-    assert sm90.row_reduction_tile(4096, 4096, torch.float32) == (4, 256)
-    assert sm90.row_reduction_tile(2048, 16384, torch.bfloat16) == (2, 1024)
-    assert sm90.row_reduction_tile(1024, 32768, torch.bfloat16) == (1, 2048)
-    assert sm90.row_reduction_tile(65536, 100, torch.bfloat16) == (16, 128)
-    assert sm90.row_reduction_tile(8, 4096, torch.bfloat16) == (1, 2048)
-    assert sm90.row_reduction_tile(4 * units * 4, 3, torch.float32) == (4, 4)
+    assert reductions_tuning.row_reduction_tile(sm90, 4096, 4096, torch.bfloat16) == (4, 512)
+    assert reductions_tuning.row_reduction_tile(sm90, 32768, 1024, torch.bfloat16) == (4, 512)
+    assert reductions_tuning.row_reduction_tile(sm90, 32768, 1024, torch.float32) == (8, 128)  # 512-byte steps
+    assert reductions_tuning.row_reduction_tile(sm90, 4096, 4096, torch.float32) == (4, 256)
+    assert reductions_tuning.row_reduction_tile(sm90, 2048, 16384, torch.bfloat16) == (2, 1024)
+    assert reductions_tuning.row_reduction_tile(sm90, 1024, 32768, torch.bfloat16) == (1, 2048)
+    assert reductions_tuning.row_reduction_tile(sm90, 65536, 100, torch.bfloat16) == (16, 128)
+    assert reductions_tuning.row_reduction_tile(sm90, 8, 4096, torch.bfloat16) == (1, 2048)
+    assert reductions_tuning.row_reduction_tile(sm90, 4 * units * 4, 3, torch.float32) == (4, 4)
     block = gfx942.elementwise_block(torch.float32)
-    assert gfx942.row_reduction_tile(4096, 4096, torch.float32) == (1, block)
-    assert gfx942.row_reduction_tile(10**6, 64, torch.float32) == (block // 64, 64)
+    assert reductions_tuning.row_reduction_tile(gfx942, 4096, 4096, torch.float32) == (1, block)
+    assert reductions_tuning.row_reduction_tile(gfx942, 10**6, 64, torch.float32) == (block // 64, 64)
     # one step for every width where the profile has no _32bit entry
-    steps = gfx942.derive(**{"launch.row_reduction_step_bytes": 1024})
-    assert steps.row_reduction_tile(10**6, 4096, torch.float32) == (block // 256, 256)
-    assert steps.row_reduction_tile(10**6, 4096, torch.float16) == (
+    steps = gfx942.derive(**{"tuning.reductions.row_step_bytes": 1024})
+    assert reductions_tuning.row_reduction_tile(steps, 10**6, 4096, torch.float32) == (block // 256, 256)
+    assert reductions_tuning.row_reduction_tile(steps, 10**6, 4096, torch.float16) == (
         gfx942.elementwise_block(torch.float16) // 512, 512)
-    with pytest.raises(ProfileError, match="row_reduction_step_bytes"):
-        sm90.derive(**{"launch.row_reduction_step_bytes": 1000})
-    with pytest.raises(ProfileError, match="row_reduction_programs_per_compute_unit"):
-        sm90.derive(**{"launch.row_reduction_programs_per_compute_unit": 0})
+    with pytest.raises(ProfileError, match="tuning.reductions.row_step_bytes"):
+        sm90.derive(**{"tuning.reductions.row_step_bytes": 1000})
+    with pytest.raises(ProfileError, match="tuning.reductions.row_programs_per_compute_unit"):
+        sm90.derive(**{"tuning.reductions.row_programs_per_compute_unit": 0})
 
 
 def test_online_grid_caps_32bit_rows_only():
@@ -359,7 +366,7 @@ def test_online_grid_caps_32bit_rows_only():
 
 
 def test_backward_warps_table_reaches_both_dx_kernels():
-    """``launch.layer_norm_backward_num_warps_by_block`` (and ``_32bit``) set the warps and
+    """``tuning.layer_norm.backward_num_warps_by_block`` (and ``_32bit``) set the warps and
     register cap of the layer-norm backward's fused and tiled dx kernels; without it they
     take the general tables."""
     from kernels.layer_norm.backward import _partial_plan
@@ -372,8 +379,8 @@ def test_backward_warps_table_reaches_both_dx_kernels():
     assert _tiled_backward_block(65536, torch.float32, sm90)[1] == {
         "num_warps": sm90.num_warps_for(2 * 8192, torch.float32)}
     tuned = sm90.derive(**{
-        "launch.layer_norm_backward_num_warps_by_block": [[4096, 8], [16384, 16, 2]],
-        "launch.layer_norm_backward_num_warps_by_block_32bit": [[16384, 16]]})
+        "tuning.layer_norm.backward_num_warps_by_block": [[4096, 8], [16384, 16, 2]],
+        "tuning.layer_norm.backward_num_warps_by_block_32bit": [[16384, 16]]})
     _, plan, *_ = _partial_plan(tuned, 16384, 4096, torch.bfloat16, flags)
     assert plan.meta["num_warps"] == 8 and "maxnreg" not in plan.meta
     block, options = _tiled_backward_block(65536, torch.bfloat16, tuned)
@@ -395,131 +402,131 @@ def test_partial_backward_takes_the_16bit_partials_only_for_stacked_rows():
 
 
 def test_softmax_row_tile_shortens_the_forward_tile_of_16_bit_data_only():
-    """``launch.softmax_row_tile_bytes`` is the softmax forward's row tile on data narrower
+    """``tuning.softmax.row_tile_bytes`` is the softmax forward's row tile on data narrower
     than 32 bits, never past MAX_FUSED_SIZE; 32-bit and wider data, and profiles without
     the field, keep MAX_FUSED_SIZE."""
     profiles = load_profiles()
     sm90, h200 = profiles["nvidia-sm90"], profiles["nvidia-sm90-h200"]
-    assert sm90.softmax_row_tile(torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
-    assert h200.softmax_row_tile(torch.bfloat16) == 16384  # 32768 bytes, measured there
-    assert h200.softmax_row_tile(torch.float16) == 16384
-    assert h200.softmax_row_tile(torch.float32) == h200.max_fused_elements(torch.float32)
-    assert h200.softmax_row_tile(torch.float64) == h200.max_fused_elements(torch.float64)
-    wide = sm90.derive(**{"launch.softmax_row_tile_bytes": 1 << 20})
-    assert wide.softmax_row_tile(torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
-    with pytest.raises(ProfileError, match="softmax_row_tile_bytes"):
-        sm90.derive(**{"launch.softmax_row_tile_bytes": 3000})
+    assert softmax_tuning.row_tile(sm90, torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
+    assert softmax_tuning.row_tile(h200, torch.bfloat16) == 16384  # 32768 bytes, measured there
+    assert softmax_tuning.row_tile(h200, torch.float16) == 16384
+    assert softmax_tuning.row_tile(h200, torch.float32) == h200.max_fused_elements(torch.float32)
+    assert softmax_tuning.row_tile(h200, torch.float64) == h200.max_fused_elements(torch.float64)
+    wide = sm90.derive(**{"tuning.softmax.row_tile_bytes": 1 << 20})
+    assert softmax_tuning.row_tile(wide, torch.bfloat16) == sm90.max_fused_elements(torch.bfloat16)
+    with pytest.raises(ProfileError, match="tuning.softmax.row_tile_bytes"):
+        sm90.derive(**{"tuning.softmax.row_tile_bytes": 3000})
 
 
 def test_layer_norm_normalize_tile_shortens_16_bit_walks_only():
-    """``launch.layer_norm_normalize_tile_bytes`` is the tile of the tiled layer-norm
+    """``tuning.layer_norm.normalize_tile_bytes`` is the tile of the tiled layer-norm
     forward's normalizing walk on data narrower than 32 bits, never past the summing walk's
     tile; 32-bit and wider data, and profiles without the field, keep that tile. A value
     that is not a power of two names the field."""
     profiles = load_profiles()
     sm90, h200 = profiles["nvidia-sm90"], profiles["nvidia-sm90-h200"]
-    assert sm90.layer_norm_normalize_tile(torch.bfloat16, 16384) == 16384
-    assert h200.layer_norm_normalize_tile(torch.bfloat16, 16384) == 8192  # 16384 bytes
-    assert h200.layer_norm_normalize_tile(torch.float16, 16384) == 8192
-    assert h200.layer_norm_normalize_tile(torch.bfloat16, 4096) == 4096
-    assert h200.layer_norm_normalize_tile(torch.float32, 16384) == 16384
-    assert h200.layer_norm_normalize_tile(torch.float64, 8192) == 8192
-    with pytest.raises(ProfileError, match="layer_norm_normalize_tile_bytes"):
-        sm90.derive(**{"launch.layer_norm_normalize_tile_bytes": 3000})
+    assert lnt.normalize_tile(sm90, torch.bfloat16, 16384) == 16384
+    assert lnt.normalize_tile(h200, torch.bfloat16, 16384) == 8192  # 16384 bytes
+    assert lnt.normalize_tile(h200, torch.float16, 16384) == 8192
+    assert lnt.normalize_tile(h200, torch.bfloat16, 4096) == 4096
+    assert lnt.normalize_tile(h200, torch.float32, 16384) == 16384
+    assert lnt.normalize_tile(h200, torch.float64, 8192) == 8192
+    with pytest.raises(ProfileError, match="tuning.layer_norm.normalize_tile_bytes"):
+        sm90.derive(**{"tuning.layer_norm.normalize_tile_bytes": 3000})
 
 
 def test_layer_norm_backward_last_sum_takes_partials_within_the_profile_bytes():
-    """``launch.layer_norm_backward_last_sum_bytes`` bounds the partials (programs x columns
+    """``tuning.layer_norm.backward_last_sum_bytes`` bounds the partials (programs x columns
     x accumulator bytes) the partial-sum backward's last program adds itself; profiles
     without the field, or without an int32 atomic_add to count programs, never take it.
     A value that is not a power of two names the field."""
     profiles = load_profiles()
     sm90, h200 = profiles["nvidia-sm90"], profiles["nvidia-sm90-h200"]
-    assert h200.layer_norm_backward_last_sum(8, 1024, torch.float32)  # 32 KiB
-    assert h200.layer_norm_backward_last_sum(16, 1024, torch.float32)  # 64 KiB
-    assert not h200.layer_norm_backward_last_sum(17, 1024, torch.float32)
-    assert not h200.layer_norm_backward_last_sum(16, 1024, torch.float64)
-    assert not sm90.layer_norm_backward_last_sum(1, 1, torch.float32)
+    assert lnt.backward_last_sum(h200, 8, 1024, torch.float32)  # 32 KiB
+    assert lnt.backward_last_sum(h200, 16, 1024, torch.float32)  # 64 KiB
+    assert not lnt.backward_last_sum(h200, 17, 1024, torch.float32)
+    assert not lnt.backward_last_sum(h200, 16, 1024, torch.float64)
+    assert not lnt.backward_last_sum(sm90, 1, 1, torch.float32)
     no_int32_add = h200.derive(**{"atomics.add": ["float32"]})
-    assert not no_int32_add.layer_norm_backward_last_sum(1, 1, torch.float32)
-    with pytest.raises(ProfileError, match="layer_norm_backward_last_sum_bytes"):
-        sm90.derive(**{"launch.layer_norm_backward_last_sum_bytes": 3000})
+    assert not lnt.backward_last_sum(no_int32_add, 1, 1, torch.float32)
+    with pytest.raises(ProfileError, match="tuning.layer_norm.backward_last_sum_bytes"):
+        sm90.derive(**{"tuning.layer_norm.backward_last_sum_bytes": 3000})
 
 
 def test_layer_norm_backward_prefetch_is_a_flag_off_where_absent():
-    """``launch.layer_norm_backward_prefetch`` is off unless a profile sets it (the H200's,
+    """``tuning.layer_norm.backward_prefetch`` is off unless a profile sets it (the H200's,
     where it was measured); a value that is not true or false names the field."""
     profiles = load_profiles()
-    assert profiles["nvidia-sm90-h200"].layer_norm_backward_prefetch is True
-    assert profiles["nvidia-sm90"].layer_norm_backward_prefetch is False
-    assert profiles["npu-ascend910b"].layer_norm_backward_prefetch is False
-    with pytest.raises(ProfileError, match="layer_norm_backward_prefetch"):
-        profiles["nvidia-sm90"].derive(**{"launch.layer_norm_backward_prefetch": 1})
+    assert lnt.backward_prefetch(profiles["nvidia-sm90-h200"]) is True
+    assert lnt.backward_prefetch(profiles["nvidia-sm90"]) is False
+    assert lnt.backward_prefetch(profiles["npu-ascend910b"]) is False
+    with pytest.raises(ProfileError, match="tuning.layer_norm.backward_prefetch"):
+        profiles["nvidia-sm90"].derive(**{"tuning.layer_norm.backward_prefetch": 1})
 
 
 def test_norms_take_their_own_warps_table_and_weight_first_bounds_where_the_profile_has_them():
-    """``launch.rms_norm_num_warps_by_block`` falls back to the layer-norm table (and on
+    """``tuning.layer_norm.rms_norm_num_warps_by_block`` falls back to the layer-norm table (and on
     32-bit data to ``layer_norm_num_warps_by_block_32bit``); the weight is loaded first for
-    one-row programs up to ``launch.rms_norm_weight_first_max_block`` (``_32bit`` on 32-bit
+    one-row programs up to ``tuning.layer_norm.rms_norm_weight_first_max_block`` (``_32bit`` on 32-bit
     data), never where the field is absent; layer norm has its own bounds
-    (``launch.layer_norm_weight_first_max_block``). A bound that is not a positive int
+    (``tuning.layer_norm.weight_first_max_block``). A bound that is not a positive int
     names the field."""
     profiles = load_profiles()
     h200, sm90 = profiles["nvidia-sm90-h200"], profiles["nvidia-sm90"]
-    rms, ln = "rms_norm_num_warps_by_block", "layer_norm_num_warps_by_block"
-    assert h200.launch_options_for(4096, torch.bfloat16, rms) == {"num_warps": 8}
-    assert h200.launch_options_for(4096, torch.bfloat16, ln) == {"num_warps": 4}
+    rms, ln = "rms_norm_num_warps_by_block", "num_warps_by_block"
+    assert h200.launch_options_for(4096, torch.bfloat16, lnt.warps_table(h200, rms, torch.bfloat16)) == {"num_warps": 8}
+    assert h200.launch_options_for(4096, torch.bfloat16, lnt.warps_table(h200, ln, torch.bfloat16)) == {"num_warps": 4}
     for block in (1024, 8192, 16384):
-        assert (h200.launch_options_for(block, torch.bfloat16, rms)
-                == h200.launch_options_for(block, torch.bfloat16, ln))
+        assert (h200.launch_options_for(block, torch.bfloat16, lnt.warps_table(h200, rms, torch.bfloat16))
+                == h200.launch_options_for(block, torch.bfloat16, lnt.warps_table(h200, ln, torch.bfloat16)))
     for block in (2048, 4096, 16384):  # 32-bit data: the layer-norm 32-bit table
-        assert (h200.launch_options_for(block, torch.float32, rms)
-                == h200.launch_options_for(block, torch.float32, ln))
-        assert (sm90.launch_options_for(block, torch.bfloat16, rms)
-                == sm90.launch_options_for(block, torch.bfloat16, ln))
-    assert h200.weight_first("rms_norm", 4096, torch.bfloat16)
-    assert not h200.weight_first("rms_norm", 8192, torch.bfloat16)
-    assert h200.weight_first("rms_norm", 8192, torch.float32)
-    assert not h200.weight_first("rms_norm", 16384, torch.float32)
-    assert not h200.weight_first("rms_norm", 1, torch.float64)
-    assert not sm90.weight_first("rms_norm", 1, torch.bfloat16)
-    assert not sm90.weight_first("rms_norm", 1, torch.float32)
+        assert (h200.launch_options_for(block, torch.float32, lnt.warps_table(h200, rms, torch.float32))
+                == h200.launch_options_for(block, torch.float32, lnt.warps_table(h200, ln, torch.float32)))
+        assert (sm90.launch_options_for(block, torch.bfloat16, lnt.warps_table(sm90, rms, torch.bfloat16))
+                == sm90.launch_options_for(block, torch.bfloat16, lnt.warps_table(sm90, ln, torch.bfloat16)))
+    assert lnt.weight_first(h200, "rms_norm", 4096, torch.bfloat16)
+    assert not lnt.weight_first(h200, "rms_norm", 8192, torch.bfloat16)
+    assert lnt.weight_first(h200, "rms_norm", 8192, torch.float32)
+    assert not lnt.weight_first(h200, "rms_norm", 16384, torch.float32)
+    assert not lnt.weight_first(h200, "rms_norm", 1, torch.float64)
+    assert not lnt.weight_first(sm90, "rms_norm", 1, torch.bfloat16)
+    assert not lnt.weight_first(sm90, "rms_norm", 1, torch.float32)
     # layer norm has bounds of its own: on the H200 only 32-bit rows, up to 2048 elements
-    assert h200.weight_first("layer_norm", 2048, torch.float32)
-    assert not h200.weight_first("layer_norm", 4096, torch.float32)
-    assert not h200.weight_first("layer_norm", 1024, torch.bfloat16)
-    assert not h200.weight_first("layer_norm", 1024, torch.float64)
-    with pytest.raises(ProfileError, match="layer_norm_weight_first_max_block"):
-        sm90.derive(**{"launch.layer_norm_weight_first_max_block": "2048"})
-    with pytest.raises(ProfileError, match="rms_norm_weight_first_max_block_32bit"):
-        sm90.derive(**{"launch.rms_norm_weight_first_max_block_32bit": 0})
-    with pytest.raises(ProfileError, match="rms_norm_num_warps_by_block"):
-        sm90.derive(**{"launch.rms_norm_num_warps_by_block": [[4096, 64]]})
+    assert lnt.weight_first(h200, "layer_norm", 2048, torch.float32)
+    assert not lnt.weight_first(h200, "layer_norm", 4096, torch.float32)
+    assert not lnt.weight_first(h200, "layer_norm", 1024, torch.bfloat16)
+    assert not lnt.weight_first(h200, "layer_norm", 1024, torch.float64)
+    with pytest.raises(ProfileError, match="tuning.layer_norm.weight_first_max_block"):
+        sm90.derive(**{"tuning.layer_norm.weight_first_max_block": "2048"})
+    with pytest.raises(ProfileError, match="tuning.layer_norm.rms_norm_weight_first_max_block_32bit"):
+        sm90.derive(**{"tuning.layer_norm.rms_norm_weight_first_max_block_32bit": 0})
+    with pytest.raises(ProfileError, match="tuning.layer_norm.rms_norm_num_warps_by_block"):
+        sm90.derive(**{"tuning.layer_norm.rms_norm_num_warps_by_block": [[4096, 64]]})
 
 
 def test_cross_entropy_is_one_launch_within_the_profile_elements_and_one_count_step():
-    """``launch.cross_entropy_one_launch_elements`` bounds the logits of a one-launch
+    """``tuning.cross_entropy.one_launch_elements`` bounds the logits of a one-launch
     cross-entropy, whose rows must also fit one count step (``elementwise_block`` of
     float32); absent, never. A bound that is not a positive int names the field."""
     profiles = load_profiles()
     h200, sm90 = profiles["nvidia-sm90-h200"], profiles["nvidia-sm90"]
     step = h200.elementwise_block(torch.float32)
-    limit = h200.data["launch"]["cross_entropy_one_launch_elements"]
-    assert h200.cross_entropy_one_launch(8, limit // 8)
-    assert not h200.cross_entropy_one_launch(8, limit // 8 + 1)
-    assert h200.cross_entropy_one_launch(step, 2)
-    assert not h200.cross_entropy_one_launch(step + 1, 2)
-    assert not sm90.cross_entropy_one_launch(1, 1)
-    with pytest.raises(ProfileError, match="cross_entropy_one_launch_elements"):
-        sm90.derive(**{"launch.cross_entropy_one_launch_elements": 0})
+    limit = h200.tuning("cross_entropy")["one_launch_elements"]
+    assert cross_entropy_tuning.one_launch(h200, 8, limit // 8)
+    assert not cross_entropy_tuning.one_launch(h200, 8, limit // 8 + 1)
+    assert cross_entropy_tuning.one_launch(h200, step, 2)
+    assert not cross_entropy_tuning.one_launch(h200, step + 1, 2)
+    assert not cross_entropy_tuning.one_launch(sm90, 1, 1)
+    with pytest.raises(ProfileError, match="tuning.cross_entropy.one_launch_elements"):
+        sm90.derive(**{"tuning.cross_entropy.one_launch_elements": 0})
 
 
 def test_attention_backward_single_launch_is_a_flag_off_where_absent():
-    """``launch.attention_backward_single_launch`` is off unless a profile sets it (the
+    """``tuning.attention.backward_single_launch`` is off unless a profile sets it (the
     H200's, where it was measured); a value that is not true or false names the field."""
     profiles = load_profiles()
-    assert profiles["nvidia-sm90-h200"].attention_backward_single_launch is True
-    assert profiles["nvidia-sm90"].attention_backward_single_launch is False
-    assert profiles["amd-gfx942"].attention_backward_single_launch is False
-    with pytest.raises(ProfileError, match="attention_backward_single_launch"):
-        profiles["nvidia-sm90"].derive(**{"launch.attention_backward_single_launch": "yes"})
+    assert attention_plan.backward_single_launch(profiles["nvidia-sm90-h200"]) is True
+    assert attention_plan.backward_single_launch(profiles["nvidia-sm90"]) is False
+    assert attention_plan.backward_single_launch(profiles["amd-gfx942"]) is False
+    with pytest.raises(ProfileError, match="tuning.attention.backward_single_launch"):
+        profiles["nvidia-sm90"].derive(**{"tuning.attention.backward_single_launch": "yes"})

@@ -7,6 +7,7 @@ import torch
 
 import kernels.layer_norm as ln
 from kernels.layer_norm import row_groups
+from kernels.layer_norm import tuning as lnt
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.execution.modes import Mode, execute
@@ -40,7 +41,7 @@ def test_long_rows_take_row_groups_where_the_profile_has_their_tile(dtype):
     """Past the fused backward the default splits each row over a group of resident
     programs: the row-group tile's slices a row, as many groups as the compute units
     hold; a profile without the tile keeps the column strategy."""
-    rows, block_n, warps, per_unit, *_ = SM90.layer_norm_backward_row_group_tile(dtype)
+    rows, block_n, warps, per_unit, *_ = lnt.backward_row_group_tile(SM90, dtype)
     n_parts = cdiv(65536, block_n)
     grid = SM90.compute_units * per_unit // n_parts * n_parts
     for fn in (ln.layer_norm_backward, ln.layer_norm_backward_partial,
@@ -51,7 +52,7 @@ def test_long_rows_take_row_groups_where_the_profile_has_their_tile(dtype):
                                     profile=GFX942))
     with launches.capture_launches(), pytest.raises(
             UnsupportedDtypeError,
-            match="'amd-gfx942' has no launch.layer_norm_backward_row_group_tile"):
+            match="'amd-gfx942' has no tuning.layer_norm.backward_row_group_tile"):
         ln.layer_norm_backward_row_groups(*_operands(4, 65536, dtype), profile=GFX942)
 
 
@@ -60,7 +61,7 @@ def test_rows_needing_more_programs_than_are_resident_take_the_column_strategy()
     units keep resident, or than the profile's grid cap, goes to the column strategy (the
     variant says why)."""
     few = SM90.derive(**{"limits.compute_units": 2})
-    _, block_n, _, per_unit, *_ = few.layer_norm_backward_row_group_tile(torch.bfloat16)
+    _, block_n, _, per_unit, *_ = lnt.backward_row_group_tile(few, torch.bfloat16)
     n_cols = block_n * 2 * per_unit + 1   # one column past what 2 units hold
     assert COLUMNS in dict(_kernels(ln.layer_norm_backward,
                                     *_operands(8, n_cols, torch.bfloat16), profile=few))
@@ -89,7 +90,7 @@ def test_the_grid_is_bounded_by_the_attached_devices_compute_units(monkeypatch):
     plan = row_groups._row_groups_plan(SM90, 1024, 65536, torch.float32,
                                        (False, True, False, False, False, False), 8, False)
     n_groups, n_parts = plan[:2]
-    assert n_groups * n_parts <= 8 * SM90.layer_norm_backward_row_group_tile(torch.float32)[3]
+    assert n_groups * n_parts <= 8 * lnt.backward_row_group_tile(SM90, torch.float32)[3]
 
 
 def test_the_interpreter_runs_a_group_as_one_program():
@@ -148,7 +149,7 @@ def test_groups_of_programs_match_the_column_strategy_on_the_device(dtype, shape
     the column strategy's gradients, bitwise the same on a second run."""
     from triton_cts.profiles.vendor_selection import attached_device, match_device
     profile = match_device(attached_device(), PROFILES)
-    if profile.layer_norm_backward_row_group_tile(dtype) is None:
+    if lnt.backward_row_group_tile(profile, dtype) is None:
         pytest.skip(f"profile '{profile.name}' has no row-group tile")
     torch.manual_seed(1)
     for rms in (False, True):
@@ -182,7 +183,7 @@ def test_groups_meeting_many_times_compensate_their_column_sums():
 # ---- the forward ----------------------------------------------------------------------
 FORWARD_GROUPS, TILED_FORWARD = "_layer_norm_fwd_row_groups_kernel", "_layer_norm_fwd_tiled_kernel"
 #: sm90 with a row-group forward tile for 16-bit data too (the profile has one for 32-bit)
-SM90_ALL = SM90.derive(**{"launch.layer_norm_forward_row_group_tile": [2, 4096, 8, 2]})
+SM90_ALL = SM90.derive(**{"tuning.layer_norm.forward_row_group_tile": [2, 4096, 8, 2]})
 
 
 def test_long_layer_norm_rows_take_the_row_group_forward_where_the_profile_has_its_tile():
@@ -191,7 +192,7 @@ def test_long_layer_norm_rows_take_the_row_group_forward_where_the_profile_has_i
     RMS norm, rows with a residual and a profile without the tile keep the tiled forward;
     the variant names why it declines."""
     x, w = torch.empty(1024, 65536, device="meta"), torch.empty(65536, device="meta")
-    _, block_n, _, per_unit = SM90.layer_norm_forward_row_group_tile(torch.float32)
+    _, block_n, _, per_unit = lnt.forward_row_group_tile(SM90, torch.float32)
     n_parts = cdiv(65536, block_n)
     grid = SM90.compute_units * per_unit // n_parts * n_parts
     assert (FORWARD_GROUPS, grid) in _kernels(ln.layer_norm, x, w, w, profile=SM90)
@@ -201,7 +202,7 @@ def test_long_layer_norm_rows_take_the_row_group_forward_where_the_profile_has_i
                   _kernels(ln.layer_norm, x, w, w, profile=GFX942)):
         assert TILED_FORWARD in dict(names) and FORWARD_GROUPS not in dict(names), names
     with launches.capture_launches(), pytest.raises(
-            UnsupportedDtypeError, match="no launch.layer_norm_forward_row_group_tile for "
+            UnsupportedDtypeError, match="no tuning.layer_norm.forward_row_group_tile for "
                                          "torch.bfloat16"):
         ln.layer_norm_forward_row_groups(x.bfloat16(), w.bfloat16(), None, profile=SM90)
 
@@ -231,12 +232,12 @@ def test_groups_of_programs_normalize_as_the_tiled_forward_on_the_device(dtype, 
     the tiled forward's y, mean and rstd to rounding, bitwise the same on a second run."""
     from triton_cts.profiles.vendor_selection import attached_device, match_device
     profile = match_device(attached_device(), PROFILES)
-    if profile.layer_norm_forward_row_group_tile(torch.float32) is None:
+    if lnt.forward_row_group_tile(profile, torch.float32) is None:
         pytest.skip(f"profile '{profile.name}' has no row-group forward tile")
-    grouped = profile.derive(**{"launch.layer_norm_forward_row_group_tile": list(
-        profile.layer_norm_forward_row_group_tile(torch.float32))})
-    without = profile.derive(**{f"launch.{field}": None for field in (
-        "layer_norm_forward_row_group_tile", "layer_norm_forward_row_group_tile_32bit")})
+    grouped = profile.derive(**{"tuning.layer_norm.forward_row_group_tile": list(
+        lnt.forward_row_group_tile(profile, torch.float32))})
+    without = profile.derive(**{f"tuning.layer_norm.{field}": None for field in (
+        "forward_row_group_tile", "forward_row_group_tile_32bit")})
     torch.manual_seed(2)
     x = torch.randn(*shape, device="cuda").mul(3).add(10).to(dtype)
     weight, bias = (torch.randn(shape[1], device="cuda").to(dtype) for _ in range(2))

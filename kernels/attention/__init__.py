@@ -17,7 +17,7 @@ profiles: the masked loop only); causal tiles stop at the last key their rows se
 (FlashAttention-2, Algorithm 2): delta = rowsum(o * do); then a kernel per key block sums
 dk, dv over the query blocks and the query heads of its key/value head (no atomics), and
 one per query block sums dq over the key blocks: two launches of one kernel, or, where the
-profile says (``launch.attention_backward_single_launch``), a single launch of both kinds
+profile says (``tuning.attention.backward_single_launch``), a single launch of both kinds
 of tile where all of them fit one program per compute unit.
 
 Head dims that are not a power of two are padded to the next (at least 16, the smallest

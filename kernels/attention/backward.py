@@ -11,7 +11,8 @@ from ..fast_launch import PlannedLaunch, Replays, launch_plan
 from ..grid_stride import block_range, launch_grid
 from triton_cts.profiles import Profile, cdiv
 from .forward import attention_forward
-from .plan import LOG2E, _bwd_need, _common, _config, _launch_options, checked_shapes
+from .plan import (LOG2E, _bwd_need, _common, _config, _launch_options, backward_single_launch,
+                   checked_shapes)
 from .tiles import _key_blocks, _row_stats, _tile, _visible
 
 
@@ -316,7 +317,7 @@ def _plan(profile: Profile, dtype: torch.dtype, B: int, H: int, H_kv: int, Sq: i
     (tiles from the profile's first config that fits).
 
     dk/dv over key tiles of BLOCK_N1 keys and dq over the query tiles are one launch where
-    the profile takes it (``launch.attention_backward_single_launch``: measured on the
+    the profile takes it (``tuning.attention.backward_single_launch``: measured on the
     H200 alone) and all of them fit one program per compute unit: such a call is bound by
     the host. Past that, two launches: one launch of every tile ran slower
     (benchmarks/results/h200.jsonl, experiment "comments"). The gradients are bitwise the
@@ -335,7 +336,7 @@ def _plan(profile: Profile, dtype: torch.dtype, B: int, H: int, H_kv: int, Sq: i
         grads_grid, grads_stride = launch_grid(profile, n_tiles)
         return PlannedLaunch(_attn_bwd_grads, grads_grid, DKDV_TILES=dkdv, DQ_TILES=dq,
                              GRID_STRIDE=grads_stride, **meta), n_tiles
-    if profile.attention_backward_single_launch and kv_tiles + tiles <= profile.compute_units:
+    if backward_single_launch(profile) and kv_tiles + tiles <= profile.compute_units:
         launches = (grads(kv_tiles + tiles, True, True),)
     else:
         launches = (grads(kv_tiles, True, False), grads(tiles, False, True))

@@ -1,16 +1,33 @@
-"""Host side of the attention launchers: input checks (remembered per input signature), and
-the profile's tile configs with the shared-memory estimate that picks among them."""
+"""Host side of the attention launchers: input checks (remembered per input signature), the
+profile's tile configs with the shared-memory estimate that picks among them, and the
+family's tuning (``[tuning.attention]``, declared here)."""
 import torch
 
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
 from triton_cts.ops.attention import MAX_HEAD_DIM
 from triton_cts.profiles import Profile, next_power_of_2
+from triton_cts.profiles.fields import flag
+from triton_cts.profiles.tuning import declare_tuning
 from ..fast_launch import PassedChecks, signature
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: 1 / ln(2): scores are exponentiated in base 2.
 LOG2E = 1.4426950408889634
+
+FAMILY = "attention"
+TUNING = declare_tuning(FAMILY, {
+    "backward_single_launch": flag(
+        "whether the backward launches its dk/dv and dq tiles in one launch where all of "
+        "them fit one program per compute unit (limits.compute_units); two launches always "
+        "where absent"),
+})
+
+
+def backward_single_launch(profile: Profile) -> bool:
+    """Whether the backward launches its dk/dv and dq tiles together where they all fit one
+    program per compute unit."""
+    return profile.tuning(FAMILY)["backward_single_launch"]
 
 def _default_configs(profile: Profile, table: str) -> list[dict[str, int]]:
     """Used ONLY where the profile has no attention table: small tiles, unpipelined."""

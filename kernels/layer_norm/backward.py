@@ -20,7 +20,7 @@ reduces over columns, so the strategies differ in how the row sums are combined:
 - partial: the same fused kernel writes one row of partials per program, at most the
   profile's partials_per_compute_unit programs per compute unit; a second kernel sums the
   rows in a fixed order (:mod:`.column_sums`). Where the partials are within the
-  profile's launch.layer_norm_backward_last_sum_bytes (and no CUDA graph is captured),
+  profile's tuning.layer_norm.backward_last_sum_bytes (and no CUDA graph is captured),
   the program that finishes last sums them instead: one launch, which is what a call of
   a small shape costs. Bitwise reproducible for a given profile and shape (and which of
   the two sums them).
@@ -39,13 +39,15 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from .tiles import (BACKWARD_WARPS, CALLER_OPERANDS, COMPENSATE_ROWS,
+from . import tuning
+from .tiles import (CALLER_OPERANDS, COMPENSATE_ROWS,
                     DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_block_column_sums,
                     _backward_flags, _backward_row_tile, _backward_tile, _dropout_scale,
                     _grads, _load,
                     _load_row_constants, _load_x_dy, _prepare_backward, _row_block,
                     _row_offsets, _row_operands, _store_input_grads, _tile_offsets, _to_acc,
                     _x_dy_step)
+from .tuning import BACKWARD_WARPS
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -169,7 +171,7 @@ def _layer_norm_bwd_fused_kernel(
             tl.store(DB + pid * N + cols, db, mask=col_mask)
         if LAST_SUMS:
             # no second launch for the column sums: a launch costs more host time than
-            # adding a few partial rows takes (launch.layer_norm_backward_last_sum_bytes)
+            # adding a few partial rows takes (tuning.layer_norm.backward_last_sum_bytes)
             _sum_if_last(DW, DW_SUM, DB, DB_SUM, ARRIVED, N, HAS_BIAS, SUM_BLOCK_P, BLOCK_N,
                          SELECT_LOADS, COMPUTE_FP64)
 
@@ -209,6 +211,7 @@ def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Prof
     if table is None:
         table = [{"ROWS_PER_PROGRAM": r} for r in DEFAULT_ROWS_PER_PROGRAM]
     limit = _backward_row_tile(dtype, profile)
+    backward_warps = tuning.warps_table(profile, BACKWARD_WARPS, dtype)
     configs = []
     for cfg in table:
         unknown = set(cfg) - {"ROWS_PER_PROGRAM", "num_warps", "num_stages"}
@@ -218,11 +221,11 @@ def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Prof
         rows = next_power_of_2(cfg["ROWS_PER_PROGRAM"])
         if rows * block_n > limit or rows > next_power_of_2(n_rows):
             continue
-        warps = profile.num_warps_for(rows * block_n, dtype, BACKWARD_WARPS)
+        warps = profile.num_warps_for(rows * block_n, dtype, backward_warps)
         configs.append((rows, cfg.get("num_warps", warps),
                         cfg.get("num_stages", 3)))
     if not configs:  # one row per step always fits
-        configs.append((1, profile.num_warps_for(block_n, dtype, BACKWARD_WARPS), 3))
+        configs.append((1, profile.num_warps_for(block_n, dtype, backward_warps), 3))
     return tuple(dict.fromkeys(configs))
 
 
@@ -289,7 +292,7 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     """Deterministic backward: one row of dweight/dbias partials per program (at most the
     profile's partials_per_compute_unit programs per compute unit), summed in a fixed order
     by a second kernel, or, for partials within the profile's
-    ``launch.layer_norm_backward_last_sum_bytes`` outside CUDA-graph capture, by the
+    ``tuning.layer_norm.backward_last_sum_bytes`` outside CUDA-graph capture, by the
     program that finishes last (one launch a call). Bitwise reproducible for a given
     profile, shape and choice of those two (their sums' last bits may differ). Rows beyond
     half the fused tile take the long-row strategies (row groups or columns). See
@@ -346,29 +349,30 @@ def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
     # a few programs per compute unit: one left too few warps in flight
     # measured: benchmarks/results/h200.jsonl, experiment "comments"
-    partials = profile.compute_units * profile.partials_for(dtype, stacked=block_m > 1)
+    partials = profile.compute_units * tuning.partials_for(profile, dtype, stacked=block_m > 1)
     programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
     # without masks where a program holds one row (faster; stacked rows, RMS norm slower)
     # measured: benchmarks/results/h200.jsonl, experiment "comments"
     even = not flag_key[0] and block_m == 1 and n_cols == block_n
     # one row a program, where the profile says: the next row's x and dy are loaded before
     # this row's sums, so a program keeps loads in flight through them (stacked rows lost
-    # so: see launch.layer_norm_backward_prefetch in nvidia-sm90-h200.toml). Not on float64:
+    # so: see tuning.layer_norm.backward_prefetch in nvidia-sm90-h200.toml). Not on float64:
     # its spills at 4096 columns went from 48 to 176 bytes a thread with it (sm_90)
-    prefetch = block_m == 1 and dtype.itemsize <= 4 and profile.layer_norm_backward_prefetch
+    prefetch = block_m == 1 and dtype.itemsize <= 4 and tuning.backward_prefetch(profile)
     meta = dict(
         ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n, ATOMIC=False,
         COMPENSATED=n_rows > COMPENSATE_ROWS, EVEN_ROWS=even, EVEN_N=even, PREFETCH=prefetch,
         SLICE_BROADCAST=profile.slice_broadcast,
         ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        **profile.launch_options_for(block_m * block_n, dtype, BACKWARD_WARPS),
+        **profile.launch_options_for(block_m * block_n, dtype,
+                                     tuning.warps_table(profile, BACKWARD_WARPS, dtype)),
         **_backward_flags(profile, dtype, *flag_key))
-    # few partial rows (launch.layer_norm_backward_last_sum_bytes): the last program adds
+    # few partial rows (tuning.layer_norm.backward_last_sum_bytes): the last program adds
     # them in tiles of its own rows (at least two), which keeps the kernel's registers
     # (sm_90, triton 3.9: 48 to 163 a thread at 64 to 4096 columns, within 3 of the
     # kernel without the sums; the whole partials in one tile took 64 -> 106-255 and
     # spilled, twice its rows 160 -> 202 at 32 stacked rows)
-    last_sums = profile.layer_norm_backward_last_sum(programs, n_cols, _acc_dtype(dtype))
+    last_sums = tuning.backward_last_sum(profile, programs, n_cols, _acc_dtype(dtype))
     sum_block_p = min(next_power_of_2(programs), max(2, block_m))
     return (programs,
             PlannedLaunch(_layer_norm_bwd_fused_kernel, (programs,), **meta,

@@ -34,7 +34,9 @@ from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDt
                                                check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..fast_launch import PassedChecks, PlannedLaunch, Replays, launch_plan, signature
+from . import tuning
 from .row_groups import _why_no_groups, forward_row_groups_plan, group_units
+from .tuning import FORWARD_WARPS, RMS_FORWARD_WARPS
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -89,7 +91,7 @@ def _layer_norm_fwd_fused_kernel(
     if WEIGHT_FIRST:
         # in flight with the first row's loads, not after its statistics: a program of one
         # short row otherwise ends on a dependent weight load (see the profile's
-        # launch.rms_norm_weight_first_max_block and launch.layer_norm_weight_first_max_block)
+        # tuning.layer_norm.rms_norm_weight_first_max_block and weight_first_max_block)
         w = _to_acc(_load(W, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
         if HAS_BIAS:
             b = _to_acc(_load(B, w_offs, col_mask, SELECT_LOADS), COMPUTE_FP64)[None, :]
@@ -258,7 +260,7 @@ def _layer_norm_fwd_tiled_kernel(
         rstd = 1.0 / tl.sqrt(var + eps)
         tl.store(RSTD + row, rstd.to(RSTD.dtype.element_ty))
         # second pass: recompute x' (tl.rand is counter-based), normalize, last tile first
-        # (likeliest in cache), in layer_norm_normalize_tile_bytes tiles (a whole one spilled)
+        # (likeliest in cache), in tuning.layer_norm.normalize_tile_bytes tiles (a whole one spilled)
         # measured: benchmarks/results/h100.jsonl, experiment "comments"
         n_tiles = tl.cdiv(N, NORM_BLOCK)
         for i in range(0, n_tiles):
@@ -339,7 +341,7 @@ def layer_norm_forward_row_groups(x: torch.Tensor, weight: torch.Tensor,
                                   profile: Profile):
     """:func:`layer_norm_forward` with each row split over a group of resident programs
     (:mod:`.row_groups`) whatever its length. Not supported on profiles without
-    ``launch.layer_norm_forward_row_group_tile`` for the dtype, nor for rows longer than
+    ``tuning.layer_norm.forward_row_group_tile`` for the dtype, nor for rows longer than
     the programs the device keeps resident."""
     out = _layer_norm(x, weight, bias, eps, None, None, 0.0, None, False, False, profile,
                       "layer_norm_forward_row_groups")
@@ -450,11 +452,12 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
             # layer norm without masks where the tile is the rows (RMS norm: spills)
             # measured: benchmarks/results/h200.jsonl, experiment "comments"
             EVEN_ROWS=not rms and n_rows % block_m == 0, EVEN_N=not rms and n_cols == block_n,
-            WEIGHT_FIRST=block_m == 1 and profile.weight_first(
-                "rms_norm" if rms else "layer_norm", block_n, dtype),
+            WEIGHT_FIRST=block_m == 1 and tuning.weight_first(
+                profile, "rms_norm" if rms else "layer_norm", block_n, dtype),
             **profile.launch_options_for(
                 block_m * block_n, dtype,
-                "rms_norm_num_warps_by_block" if rms else "layer_norm_num_warps_by_block"))
+                tuning.warps_table(profile, RMS_FORWARD_WARPS if rms else FORWARD_WARPS,
+                                   dtype)))
     if not (rms or store_residual_out or has_dropout):
         # long layer-norm rows in row groups (row_groups.py); RMS norm stays tiled (faster)
         # measured: benchmarks/results/h100.jsonl, experiment "comments"
@@ -468,7 +471,7 @@ def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype
     grid = profile.capped_grid(n_rows) if rms else profile.online_grid(n_rows, dtype)
     # the normalizing walk in the profile's shorter tiles, layer norm only
     # measured: benchmarks/results/h200.jsonl, experiment "comments"
-    norm_block = block_n if rms else profile.layer_norm_normalize_tile(dtype, block_n)
+    norm_block = block_n if rms else tuning.normalize_tile(profile, dtype, block_n)
     return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (grid,),
                          **meta, BLOCK_N=block_n, NORM_BLOCK=norm_block,
                          PAIRED_SUMS=profile.multi_operand_reduce,

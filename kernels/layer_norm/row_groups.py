@@ -19,13 +19,13 @@ and compute-unit count.
 
 The wait needs every program of a group resident at once, so this strategy is taken only
 where the profile says how many programs a compute unit keeps resident
-(``launch.layer_norm_backward_row_group_tile``, ``_32bit``), with registers capped to fit
+(``tuning.layer_norm.backward_row_group_tile``, ``_32bit``), with registers capped to fit
 them (``maxnreg``, CUDA only), and the grid is at most that many programs on each compute
 unit the attached device has. The interpreter runs a grid's programs one after another,
 so there a group is a single program holding whole rows: its arithmetic is checked, the
 meeting of several programs only on a device.
 
-The forward (``launch.layer_norm_forward_row_group_tile``, ``_32bit``) meets once a row
+The forward (``tuning.layer_norm.forward_row_group_tile``, ``_32bit``) meets once a row
 block: each program stores its slice's mean and sum of squared deviations from it, and
 every program combines the group's in a fixed order and normalizes its slice from its
 registers. x is read once, where the tiled forward walks a row three times.
@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 from triton import knobs
 
+from . import tuning
 from .column_sums import _sum_partials
 from .long_rows import _backward_columns
 from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _backward_flags,
@@ -351,7 +352,7 @@ def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dt
                      flag_key: tuple, units: int, interpreting: bool):
     """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
     backward, or None where it does not apply (:func:`_groups`)."""
-    tile = profile.layer_norm_backward_row_group_tile(dtype)
+    tile = tuning.backward_row_group_tile(profile, dtype)
     layout = _groups(tile, n_rows, n_cols, dtype, profile, units, interpreting)
     if layout is None:
         return None
@@ -391,7 +392,7 @@ def forward_row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: t
                             interpreting: bool) -> _ForwardRowGroups | None:
     """The row-group forward of plain rows (no residual, rowscale nor dropout), or None
     where it does not apply (:func:`_groups`)."""
-    tile = profile.layer_norm_forward_row_group_tile(dtype)
+    tile = tuning.forward_row_group_tile(profile, dtype)
     layout = _groups(tile, n_rows, n_cols, dtype, profile, units, interpreting)
     if layout is None:
         return None
@@ -446,7 +447,7 @@ def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool
     """Backward for any row length with each row split over a group of resident programs
     that exchange their partial sums (see the module docstring), and the dweight/dbias
     partials' column sums in a fixed order. Not supported on profiles without
-    ``launch.layer_norm_backward_row_group_tile`` for the dtype, nor for rows longer than
+    ``tuning.layer_norm.backward_row_group_tile`` for the dtype, nor for rows longer than
     the programs the device keeps resident. See :func:`layer_norm_backward` for the
     arguments."""
     op = "layer_norm_backward_row_groups"
@@ -464,9 +465,10 @@ def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool
 def _why_no_groups(dtype: torch.dtype, n_cols: int, profile: Profile,
                    direction: str = "forward") -> str:
     """Why the row-group ``direction`` ("forward", "backward") does not take these rows."""
-    field = f"layer_norm_{direction}_row_group_tile"
+    field = f"{direction}_row_group_tile"
     if dtype.itemsize > 4:
         return f"{dtype} is not taken (64-bit arithmetic takes register pairs)"
-    if profile._tile_for(field, dtype) is None:
-        return f"profile '{profile.name}' has no launch.{field} for {dtype} ({profile.source})"
+    if tuning.tile_for(profile, field, dtype) is None:
+        return (f"profile '{profile.name}' has no tuning.{tuning.FAMILY}.{field} for {dtype} "
+                f"({profile.source})")
     return f"a row of {n_cols} columns needs more programs than the device keeps resident"

@@ -20,7 +20,10 @@ import triton.language as tl
 
 from triton_cts.execution.input_checks import ShapeMismatchError, WrongDeviceError, check_inputs
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from ..compute import to_compute
 from ..fast_launch import PassedChecks, launch_plan, signature
+from . import tuning
+from .tuning import BACKWARD_WARPS, TILED_WARPS
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
@@ -38,10 +41,7 @@ DEFAULT_ROWS_PER_PROGRAM = (1, 4, 16, 64)
 # --------------------------------------------------------------------------------------
 # Helpers shared by the kernels.
 # --------------------------------------------------------------------------------------
-@triton.jit
-def _to_acc(v, COMPUTE_FP64: tl.constexpr):
-    # float64 inputs are computed in float64, all others in float32
-    return v.to(tl.float64) if COMPUTE_FP64 else v.to(tl.float32)
+_to_acc = to_compute  # float64 inputs are computed in float64, all others in float32
 
 
 @triton.jit
@@ -320,15 +320,11 @@ def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
     thread on sm_100 and sm_120, and the dropout quarter 16-24 bytes on sm_90, where 16
     and 32 warps ran alike (benchmarks/results/h100.jsonl, experiment "comments"). The
     warps (and a register cap, where the entry keeps several programs resident) come from
-    the profile's ``layer_norm_tiled_num_warps_by_block``."""
+    ``tuning.layer_norm.tiled_num_warps_by_block``."""
     tile = _forward_row_tile(dtype, profile, dropout) // (2 if dropout else 1)
     block = max(1, min(tile, next_power_of_2(n_cols)))
     return block, profile.launch_options_for((4 if dropout else 2) * block, dtype,
-                                             "layer_norm_tiled_num_warps_by_block")
-
-
-#: The profile's warps table (``launch.<name>``, ``<name>_32bit``) of the backward's dx kernels.
-BACKWARD_WARPS = "layer_norm_backward_num_warps_by_block"
+                                             tuning.warps_table(profile, TILED_WARPS, dtype))
 
 
 def _tiled_backward_block(n_cols: int, dtype: torch.dtype,
@@ -336,11 +332,12 @@ def _tiled_backward_block(n_cols: int, dtype: torch.dtype,
     """(columns per tile, launch options) of the tiled backward's dx kernel. Like the tiled
     forward it reduces each tile to scalars at once, so a tile is the fused backward's row
     tile (it holds the same x, dy, w and their products), with the warps (and register
-    cap) of twice as many elements in the profile's ``layer_norm_backward_num_warps_by_block``.
+    cap) of twice as many elements in ``tuning.layer_norm.backward_num_warps_by_block``.
     (With three tile-wide accumulators the tile was a quarter of the forward's row tile,
     and slower: benchmarks/results/h100.jsonl, experiment "comments".)"""
     block = max(1, min(_backward_row_tile(dtype, profile), next_power_of_2(n_cols)))
-    return block, profile.launch_options_for(2 * block, dtype, BACKWARD_WARPS)
+    return block, profile.launch_options_for(2 * block, dtype,
+                                             tuning.warps_table(profile, BACKWARD_WARPS, dtype))
 
 
 def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
@@ -378,7 +375,7 @@ def _column_sum_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
     has one (benchmarks/results/h200.jsonl, experiment "comments"), otherwise a column
     block per compute unit with [BLOCK_M, BLOCK_N] tiles of x, dy and the two sums
     filling half a row tile."""
-    tile = profile.column_sum_tile
+    tile = tuning.column_sum_tile(profile)
     if tile is not None:
         rows, cols, num_warps = tile
         return (min(rows, next_power_of_2(n_rows)), min(cols, next_power_of_2(n_cols)),
@@ -392,11 +389,11 @@ def _column_sum_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
 def _column_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
                  profile: Profile) -> tuple[int, int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps, programs) of the column strategy's column kernel: the
-    profile's measured ``launch.layer_norm_backward_column_tile`` (``_32bit``: rows,
+    profile's measured ``tuning.layer_norm.backward_column_tile`` (``_32bit``: rows,
     columns, warps, programs a compute unit) where it has one, else the dweight/dbias
     kernel's tile (the same walk down a column block) and ``partials_per_compute_unit``
     programs a unit."""
-    tile = profile.layer_norm_backward_column_tile(dtype)
+    tile = tuning.backward_column_tile(profile, dtype)
     if tile is not None:
         rows, cols, num_warps, per_unit = tile
         programs = profile.compute_units * per_unit
@@ -405,7 +402,7 @@ def _column_tile(n_rows: int, n_cols: int, dtype: torch.dtype,
         # the dweight/dbias kernel's rows (with them, sm_80 spilled at float32)
         rows, cols, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
         rows = max(1, rows // 2)
-        programs = profile.compute_units * profile.partials_for(dtype, stacked=False)
+        programs = profile.compute_units * tuning.partials_for(profile, dtype, stacked=False)
     # float64 holds twice the registers an element: a quarter of the rows (the 32-bit
     # tile spilled 424 bytes a thread on sm_90)
     if dtype.itemsize > 4:

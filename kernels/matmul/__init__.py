@@ -17,7 +17,7 @@ transposed or sliced inputs work as they are.
 
 Where the profile has ``[[autotune.matmul_tma]]`` configs (targets with tensor descriptors,
 TMA on Hopper, where they were measured faster), 16-bit products larger than the
-profile's ``launch.matmul_pointer_max_work`` (M*N*K: smaller ones launch faster through
+profile's ``tuning.matmul.pointer_max_work`` (M*N*K: smaller ones launch faster through
 pointers, Triton encoding host descriptors on every launch) whose matrices a
 descriptor takes as they are or transposed (unit stride along one axis, 16-byte aligned
 base and rows: an M-major A or a K-major B is read through a descriptor over its
@@ -61,7 +61,8 @@ import torch
 from ..fast_launch import PassedChecks, Replays, launch, signature, tuned_launch
 from ..grid_stride import launch_grid
 from .kernels import _contiguous_kernel
-from .tuning import FMA_ACCUMULATOR_SHARE, TMA_DTYPES, _autotuner, _tiles  # noqa: F401
+from .tuning import (FMA_ACCUMULATOR_SHARE, TMA_DTYPES, _autotuner, _tiles,  # noqa: F401
+                     pointer_max_work)
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                WrongDeviceError, check_inputs)
 from triton_cts.profiles import Profile, cdiv, next_power_of_2
@@ -74,7 +75,7 @@ def _tma_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Prof
     """(A_M_MAJOR, B_K_MAJOR, C_STAGED) where the tensor-descriptor kernel runs this
     product, else None. It runs where the profile has its configs
     (``autotune.matmul_tma``: the target has tensor descriptors and they were measured
-    faster), the product is larger than ``launch.matmul_pointer_max_work`` (M*N*K; unless
+    faster), the product is larger than ``tuning.matmul.pointer_max_work`` (M*N*K; unless
     ``any_size``), and A and B are what a descriptor takes (unit stride along its rows,
     16-byte aligned base and row stride) as they are or transposed: 16-bit A row-major or
     M-major and B row-major or K-major, or float32 as tf32 on a target whose tf32 dots
@@ -84,7 +85,7 @@ def _tma_layout(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, profile: Prof
     stored through pointers."""
     if not profile.has_autotune_configs("matmul_tma"):
         return None
-    if not any_size and a.shape[0] * a.shape[1] * b.shape[1] <= profile.matmul_pointer_max_work:
+    if not any_size and a.shape[0] * a.shape[1] * b.shape[1] <= pointer_max_work(profile):
         return None
     elem = a.element_size()
 
@@ -196,7 +197,7 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, *, profile: Profile,
                accumulate: bool = False) -> torch.Tensor:
     """:func:`matmul` with the tensor-descriptor kernel at every size where the matrices
     allow it, small products included (:func:`matmul` runs those up to
-    ``launch.matmul_pointer_max_work`` on the pointer kernel, whose launch costs less): the
+    ``tuning.matmul.pointer_max_work`` on the pointer kernel, whose launch costs less): the
     variant through which the suites, which draw small products, check that kernel. A
     profile without ``[[autotune.matmul_tma]]`` configs declines it."""
     if not profile.has_autotune_configs("matmul_tma"):

@@ -1,6 +1,7 @@
 """The matmul's configs and autotuners, from the profile's ``[[autotune.matmul]]`` and
 ``[[autotune.matmul_tma]]`` tables: pruned to what fits shared memory and registers, and
-kept one per config set and mode (see :mod:`kernels.matmul`)."""
+kept one per config set and mode (see :mod:`kernels.matmul`); and the family's tuning
+(``[tuning.matmul]``, declared here)."""
 import torch
 import triton
 from triton import knobs
@@ -9,6 +10,37 @@ from ..fast_launch import launch_plan
 from .kernels import _matmul_kernel, _matmul_tma_kernel
 from triton_cts.execution import launches
 from triton_cts.profiles import Profile, cdiv
+from triton_cts.profiles.fields import count
+from triton_cts.profiles.plausible import Range
+from triton_cts.profiles.tuning import declare_tuning
+
+FAMILY = "matmul"
+TUNING = declare_tuning(FAMILY, {
+    "added_c_tiles": count(
+        "float32 C tiles [BLOCK_SIZE_M, BLOCK_SIZE_N] the epilogue of a matmul added into "
+        "its output holds on chip at once (the pruner's bound); 1 where absent",
+        plausible=Range(1, 16, "float32 C tiles an added-into product's epilogue holds: 1 on "
+                               "GPUs, 4 on the Ascend NPU"), default=1, unit="tiles"),
+    "pointer_max_work": count(
+        "M*N*K up to which matmul runs its pointer kernel where the profile also has "
+        "[[autotune.matmul_tma]] configs; every size takes those where absent",
+        plausible=Range(1, 2**63 - 1, "M*N*K of a product: 512^3 on the Hopper profiles"),
+        default=0, default_text="0 (every size the descriptors take runs that kernel)",
+        unit="multiply-adds"),
+})
+
+
+def added_c_tiles(profile: Profile) -> int:
+    """Float32 C tiles the epilogue of a matmul added into its output holds on chip at
+    once, besides the pipelined A and B tiles (1 where absent: the tile crossing shared
+    memory to the accumulator's layout)."""
+    return profile.tuning(FAMILY)["added_c_tiles"]
+
+
+def pointer_max_work(profile: Profile) -> int:
+    """M*N*K up to which matmul runs its pointer kernel on a target that also has its
+    tensor-descriptor kernel (0 where absent: every size the descriptors take runs it)."""
+    return profile.tuning(FAMILY)["pointer_max_work"]
 
 #: Keys of a config table that are launch options, not kernel meta-parameters.
 _OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
@@ -50,7 +82,7 @@ def _prune(shared_bytes: int, registers_per_thread: int, warp_size: int, tma: bo
            added_c_tiles: int = 1):
     """Drop configs whose pipelined A and B tiles (num_stages copies; with tensor
     descriptors also the C tile the store is staged in), or the ``added_c_tiles`` float32
-    C tiles of an added-into product's epilogue (``launch.matmul_added_c_tiles``; on GPUs
+    C tiles of an added-into product's epilogue (``tuning.matmul.added_c_tiles``; on GPUs
     the C tile read crosses shared memory to the accumulator's layout once the pipeline's
     buffers are free: amd-gfx942 cross-compiles used exactly BLOCK_SIZE_M x BLOCK_SIZE_N x
     4 bytes, 131072 at 128 x 256 against its 65536 of LDS), exceed shared memory, and, for
@@ -136,10 +168,10 @@ def _pointer_autotuner(profile: Profile, accumulate: bool):
                               "INPUT_PRECISION"],
         do_bench=launches.autotune_timer, restore_value=_restored(accumulate, "C"),
         prune_configs_by={"early_config_prune": _prune(shared, registers, profile.warp_size,
-                                                       added_c_tiles=profile.matmul_added_c_tiles)},
+                                                       added_c_tiles=added_c_tiles(profile))},
     )(triton.heuristics(heuristics)(_matmul_kernel))
     return (tuple(tuple(sorted(t.items())) for t in tables), shared, registers, max_grid,
-            profile.matmul_added_c_tiles, accumulate), make
+            added_c_tiles(profile), accumulate), make
 
 
 #: Dtypes the tensor-descriptor kernel takes in any layout: the 16-bit floats it was

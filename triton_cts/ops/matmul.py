@@ -75,7 +75,7 @@ MATMUL = OpSpec(
     # one aligned shape and one with ragged M and K (N is drawn by make_args)
     compile_shapes=((512, 512), (300, 77)),
     # the tensor-descriptor kernel at every size: the default runs products up to the
-    # profile's launch.matmul_pointer_max_work, all the suites draw, on the pointer kernel
+    # profile's tuning.matmul.pointer_max_work, all the suites draw, on the pointer kernel
     # k_chunks: the fused linear cross-entropy's weight-gradient product (transposed
     # layouts, a float32 out, the second chunk of K added into it)
     variants={"tma": "kernels.matmul:matmul_tma", "k_chunks": "kernels.matmul:matmul_k_chunks"},

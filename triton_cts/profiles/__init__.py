@@ -8,13 +8,13 @@
 
 Launchers import what they need from here (``from triton_cts.profiles import Profile``).
 """
-from triton_cts.profiles.profile import (EmptyProfileDirWarning, Profile, ceil_div, cdiv,
+from triton_cts.profiles.profile import (EmptyProfileDirWarning, Profile, cdiv,
                                          load_profile, load_profiles, next_power_of_2,
                                          profile_from_dict)
 from triton_cts.profiles.schema import DTYPES, SCHEMA, VENDOR_FAMILIES, ProfileError
 
 __all__ = [
     "Profile", "ProfileError", "load_profile", "load_profiles", "profile_from_dict",
-    "next_power_of_2", "cdiv", "ceil_div", "VENDOR_FAMILIES", "DTYPES", "SCHEMA",
+    "next_power_of_2", "cdiv", "VENDOR_FAMILIES", "DTYPES", "SCHEMA",
     "EmptyProfileDirWarning",
 ]

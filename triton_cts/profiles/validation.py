@@ -6,6 +6,7 @@ then the tolerance ceilings and plausible ranges. Each error names the file, the
 what was expected (:class:`~triton_cts.profiles.schema.ProfileError`)."""
 from __future__ import annotations
 
+from triton_cts.profiles import tuning
 from triton_cts.profiles.schema import (ATOMIC_OPS, ATTENTION_TILES, BACKENDS, CONFIG_CHOICES,
                                         DTYPES, MATH_FUNCTIONS, RESERVED_NAMES, SCHEMA,
                                         ProfileError, _check_finite, _check_plausible,
@@ -32,10 +33,48 @@ def _check_resident_programs(source: str, where: str, programs: int, warps: int,
                            "compile.max_waves_per_simd)")
 
 
-_ROW_GROUP_TILES = ("layer_norm_backward_row_group_tile",
-                    "layer_norm_backward_row_group_tile_32bit",
-                    "layer_norm_forward_row_group_tile",
-                    "layer_norm_forward_row_group_tile_32bit")
+def _launch_tables(d: dict):
+    """(prefix, values, declared fields) of [launch] and of each [tuning.<family>]."""
+    yield "launch", d["launch"], SCHEMA["launch"]
+    for family, values in d.get("tuning", {}).items():
+        yield f"tuning.{family}", values, tuning.declaration(family)
+
+
+def check_tuning_tables(d: dict, source: str) -> None:
+    """``[tuning.<family>]``: known families, each table held to its family's fields."""
+    for family, values in d.get("tuning", {}).items():
+        if family not in tuning.FAMILY_MODULES:
+            raise ProfileError(source, f"tuning.{family}", "unknown tuning family (known: "
+                               + ", ".join(sorted(tuning.FAMILY_MODULES)) + ")")
+        _walk(tuning.declaration(family), values, f"tuning.{family}.", source)
+
+
+def _check_launch_table(prefix: str, la: dict, fields: dict, d: dict, source: str) -> None:
+    """Warps tables ascending with powers of two within the limit, tiles' warps within it,
+    row-group programs resident together."""
+    lim = d["limits"]
+    for table in (name for name, f in fields.items() if f.check is _is_threshold_table):
+        prev = 0
+        for i, (block, warps, *resident) in enumerate(la.get(table, ())):
+            where = f"{prefix}.{table}[{i}]"
+            if block <= prev:
+                raise ProfileError(source, where, "thresholds must be strictly ascending")
+            if warps & (warps - 1) or warps > lim["max_num_warps"]:
+                raise ProfileError(source, where,
+                                   f"num_warps {warps} must be a power of two and at most "
+                                   f"limits.max_num_warps = {lim['max_num_warps']}")
+            if resident:
+                _check_resident_programs(source, where, resident[0], warps, d)
+            prev = block
+    for tile in (name for name, f in fields.items() if f.tile_warps):
+        if tile in la and la[tile][2] > lim["max_num_warps"]:
+            raise ProfileError(source, f"{prefix}.{tile}[2]",
+                               f"num_warps {la[tile][2]} exceeds "
+                               f"limits.max_num_warps = {lim['max_num_warps']}")
+    for tile in (name for name, f in fields.items() if f.group):
+        # the programs of a group wait for each other: all must be resident at once
+        if tile in la:
+            _check_resident_programs(source, f"{prefix}.{tile}[3]", la[tile][3], la[tile][2], d)
 
 
 def check_consistency(d: dict, source: str) -> None:
@@ -62,30 +101,8 @@ def check_consistency(d: dict, source: str) -> None:
     if la["default_num_warps"] > lim["max_num_warps"]:
         raise ProfileError(source, "launch.default_num_warps",
                            f"expected at most limits.max_num_warps = {lim['max_num_warps']}")
-    tables = [name for name, f in SCHEMA["launch"].items() if f.check is _is_threshold_table]
-    for table in tables:
-        prev = 0
-        for i, (block, warps, *resident) in enumerate(la.get(table, ())):
-            where = f"launch.{table}[{i}]"
-            if block <= prev:
-                raise ProfileError(source, where, "thresholds must be strictly ascending")
-            if warps & (warps - 1) or warps > lim["max_num_warps"]:
-                raise ProfileError(source, where,
-                                   f"num_warps {warps} must be a power of two and at most "
-                                   f"limits.max_num_warps = {lim['max_num_warps']}")
-            if resident:
-                _check_resident_programs(source, where, resident[0], warps, d)
-            prev = block
-    for tile in ("column_sum_tile", "layer_norm_backward_column_tile",
-                 "layer_norm_backward_column_tile_32bit", *_ROW_GROUP_TILES):
-        if tile in la and la[tile][2] > lim["max_num_warps"]:
-            raise ProfileError(source, f"launch.{tile}[2]",
-                               f"num_warps {la[tile][2]} exceeds "
-                               f"limits.max_num_warps = {lim['max_num_warps']}")
-    for tile in _ROW_GROUP_TILES:
-        # the programs of a group wait for each other: all must be resident at once
-        if tile in la:
-            _check_resident_programs(source, f"launch.{tile}[3]", la[tile][3], la[tile][2], d)
+    for prefix, values, fields in _launch_tables(d):
+        _check_launch_table(prefix, values, fields, d, source)
     if la["max_grid_num"] > min(lim["grid_max"][0], lim["grid_max_product"]):
         raise ProfileError(source, "launch.max_grid_num",
                            f"{la['max_grid_num']} exceeds the grid limit of axis 0 or the product")
@@ -163,12 +180,13 @@ def check_math_ulp(data: dict, source: str) -> None:
 
 
 def validate(data: dict, source: str) -> None:
-    """Check a profile's data against :data:`SCHEMA`, the cross-field rules, the tolerance
-    ceilings and the :data:`PLAUSIBLE` ranges; raise :class:`ProfileError` naming
+    """Check a profile's data against :data:`SCHEMA` and its tuning families'
+    declarations, the cross-field rules, the tolerance ceilings and the plausible ranges; raise :class:`ProfileError` naming
     ``source``, the field and what was expected."""
     if isinstance(data, dict):
         _check_finite(data, source)
     _walk(SCHEMA, data, "", source)
+    check_tuning_tables(data, source)
     if data["name"].strip().lower() in RESERVED_NAMES:
         raise ProfileError(source, "name",
                            f"'{data['name']}' is what --vendor reads as a family or special "
@@ -178,3 +196,7 @@ def validate(data: dict, source: str) -> None:
     check_math_ulp(data, source)
     _check_tolerance_ceiling(data, source)
     _check_plausible(data, source)
+    for prefix, _, fields in _launch_tables(data):
+        if prefix != "launch":
+            _check_plausible(data, source, {f"{prefix}.{name}": f.plausible
+                                            for name, f in fields.items() if f.plausible})
