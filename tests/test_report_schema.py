@@ -157,6 +157,12 @@ def test_a_fresh_report_and_its_merge_conform(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     doc = json.loads(out.read_text())
     assert doc["schema_version"] == SCHEMA_VERSION and validate(doc, REPORT) == []
+    by_test = {r["test"]: r for r in doc["records"]}
+    assert by_test["test_fails"]["errors"][0]["ratio_nonfinite"] == "inf"
+    assert by_test["test_fails"]["message"].endswith("worst at index (0,)")
+    # a waived failure keeps the cause it was waived for
+    assert by_test["test_known"]["status"] == "waived"
+    assert "waived by the expectation file" in by_test["test_known"]["message"]
     merged = merge([("r.json", load_report(out))])
     assert validate(merged, REPORT) == []
 

@@ -214,6 +214,12 @@ class Collector(RunWatch):
             cause = {"message": bounded(crash.message if crash is not None else text,
                                         MESSAGE_LIMIT),
                      "traceback": traceback_tail(report.longrepr)}
+        elif getattr(report, "wasxfail", None) is not None and report.longrepr is not None:
+            # a waived failure keeps its cause: the report shows what the known defect did
+            crash = getattr(report.longrepr, "reprcrash", None)
+            if crash is not None:
+                cause = {"message": bounded(crash.message, MESSAGE_LIMIT),
+                         "traceback": traceback_tail(report.longrepr)}
         status, reason = classify_phase(report.when, report.outcome, message, text,
                                         getattr(report, "wasxfail", None))
         self.phases.setdefault(report.nodeid, []).append((report, status, reason, text, cause))
