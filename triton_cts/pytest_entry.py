@@ -28,5 +28,6 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser, args: lis
         return
     manager.import_plugin(PLUGIN)
     # registered during this hook, the plugin misses it: give it its turn
-    manager.get_plugin(PLUGIN).pytest_load_initial_conftests(
-        early_config=early_config, parser=parser, args=args)
+    hook = getattr(manager.get_plugin(PLUGIN), "pytest_load_initial_conftests", None)
+    if hook is not None:
+        hook(early_config=early_config, parser=parser, args=args)
