@@ -100,9 +100,11 @@ def test_an_asynchronous_fault_fails_the_check_that_launched_it(monkeypatch, mod
 
     def faulted():
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # an attached, started CUDA device, reached through the device layer's generic API
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda *a: torch.device("cuda"))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "synchronize", faulted)
+    monkeypatch.setattr(torch.accelerator, "synchronize", faulted)
     config = type("Config", (), {"stash": {}})()
     hook = LostContext(config).pytest_runtest_call(_Item(mode))
     next(hook)  # the check's body runs here and returns normally
