@@ -12,7 +12,7 @@ import torch
 from suites import runner
 from suites import strategies as hh
 from tests.helpers import needs_interpreter, run_pytest
-from triton_cts.execution import modes
+from triton_cts.execution import devices, modes
 from triton_cts.execution.modes import InputModified, InputRules, Mode, execute
 from triton_cts.ops.catalog import ALL_OPS
 from triton_cts.ops.implementation import Implementation
@@ -184,14 +184,15 @@ def fake_device(monkeypatch):
         log.append(f"outputs read on {current[0].name}")
         return out.clone()
 
-    monkeypatch.setattr(modes, "DEVICE", "cpu")
+    # the device layer (triton_cts/execution/devices.py), on a stand-in device: the CPU
+    monkeypatch.setattr(modes, "device", lambda: "cpu")
     monkeypatch.setattr(modes, "_to_cpu", read)
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "stream", stream)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: current[0])
-    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(
+    monkeypatch.setattr(devices, "new_stream", lambda *a: Stream())
+    monkeypatch.setattr(devices, "on_stream", stream)
+    monkeypatch.setattr(devices, "current_stream", lambda *a: current[0])
+    monkeypatch.setattr(devices, "keep_busy", lambda cycles, *a: log.append(
         f"{current[0].name} kept busy"))
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: log.append("device synchronized"))
+    monkeypatch.setattr(devices, "synchronize", lambda *a: log.append("device synchronized"))
     return log, current
 
 
@@ -228,7 +229,7 @@ def test_outputs_still_changing_after_the_side_stream_synchronized_fail(fake_dev
         pending.append(lambda: y.copy_(x * 2))  # runs when the whole device synchronizes
         return y
 
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: [job() for job in pending])
+    monkeypatch.setattr(devices, "synchronize", lambda *a: [job() for job in pending])
     with pytest.raises(modes.NotOnCallersStream,
                        match=r"op\[impl\], called on a side stream, was not done when that "
                              r"stream was: its outputs changed after the whole device was "

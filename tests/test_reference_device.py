@@ -8,6 +8,7 @@ import torch
 from suites import runner
 from suites.strategies import make_values
 from triton_cts import CHECKOUT
+from triton_cts.execution import devices
 from triton_cts.execution.modes import Mode
 from triton_cts.ops.catalog import ALL_OPS
 from triton_cts.ops.implementation import REFERENCE, Implementation
@@ -70,12 +71,14 @@ def test_a_cpu_made_tensor_is_caught():
 def test_where_float64_work_runs(monkeypatch):
     op = next(op for op in OPS if op.name == "layer_norm")
     batch_norm = next(op for op in OPS if op.reference_on_cpu is not None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # an attached CUDA device, as the device layer sees one (triton_cts/execution/devices.py)
+    monkeypatch.setattr(devices, "available", lambda *a: True)
+    monkeypatch.setattr(devices, "device_type", lambda *a: "cuda")
     assert runner.reference_device(_target(op, Mode.DEVICE)) == "cuda"
     assert runner.reference_device(_target(op, Mode.INTERPRETER)) == "cpu"
     assert runner.reference_device(_target(op, Mode.COMPILE)) == "cpu"
     assert runner.reference_device(_target(batch_norm, Mode.DEVICE)) == "cpu"
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(devices, "available", lambda *a: False)
     assert runner.reference_device(_target(op, Mode.DEVICE)) == "cpu"
 
 

@@ -171,8 +171,11 @@ def free_memory(torch_module=None) -> int | None:
 
 
 def empty_cache(torch_module=None) -> None:
-    """Give the allocator's cached blocks back to the device (every worker shares it)."""
+    """Give the allocator's cached blocks back to the device (every worker shares it);
+    nothing where no accelerator is attached."""
     torch = _torch(torch_module)
+    if not available(torch):
+        return
     acc = getattr(torch, "accelerator", None)
     if acc is not None and hasattr(acc, "empty_cache"):
         acc.empty_cache()
