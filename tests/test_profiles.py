@@ -530,3 +530,36 @@ def test_attention_backward_single_launch_is_a_flag_off_where_absent():
     assert attention_plan.backward_single_launch(profiles["amd-gfx942"]) is False
     with pytest.raises(ProfileError, match="tuning.attention.backward_single_launch"):
         profiles["nvidia-sm90"].derive(**{"tuning.attention.backward_single_launch": "yes"})
+
+
+def test_tuning_tables_name_the_file_family_field_and_expected_type(tmp_path):
+    """``[tuning.<family>]`` is held to the family's declaration with the schema's errors:
+    an unknown family, an unknown field, a wrong type and an implausible number each name
+    the file, the field and what was expected."""
+    cases = [
+        (lambda d: _tune(d, "layer_nrom").update(backward_prefetch=True),
+         "tuning.layer_nrom", "unknown tuning family (known: attention, cross_entropy"),
+        (lambda d: _tune(d, "softmax").update(row_tile=4096),
+         "tuning.softmax.row_tile", "unknown field (known here: row_tile_bytes)"),
+        (lambda d: _tune(d, "matmul").update(pointer_max_work="512"),
+         "tuning.matmul.pointer_max_work", "expected a positive int (M*N*K"),
+        (lambda d: _tune(d, "softmax").update(row_tile_bytes=1 << 30),
+         "tuning.softmax.row_tile_bytes", "outside the plausible range [16, 8,388,608]"),
+        (lambda d: d.update(tuning={"softmax": 4}), "tuning.softmax", "expected a table"),
+    ]
+    for change, field, expected in cases:
+        path = _mutate(tmp_path, change)
+        with pytest.raises(ProfileError) as info:
+            load_profile(path)
+        assert info.value.field == field and expected in info.value.message, info.value
+        assert str(path) in str(info.value)
+
+
+def test_every_number_a_bundled_tuning_table_holds_has_a_plausible_range():
+    from triton_cts.profiles import tuning
+    for profile in load_profiles().values():
+        for family, values in profile.data.get("tuning", {}).items():
+            fields = tuning.declaration(family)
+            for name, value in values.items():
+                if not isinstance(value, bool):
+                    assert fields[name].plausible is not None, f"tuning.{family}.{name}"
