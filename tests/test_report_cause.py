@@ -8,7 +8,7 @@ import pytest
 from tests.helpers import needs_interpreter, run_pytest
 from triton_cts.results.status import (MESSAGE_LIMIT, TRACEBACK_FRAMES, TRACEBACK_LIMIT,
                                        Status, bounded, cause_line, classify_phase,
-                                       traceback_tail)
+                                       failure_message, traceback_tail)
 
 # the message of the tl.topk compile failure on Triton 3.6 (F24), as pytest's crash line
 TOPK = ("triton.compiler.errors.CompilationError: at 7:29:\n"
@@ -31,6 +31,35 @@ def test_a_compilation_error_reason_names_the_error_after_its_location():
     assert cause_line(numeric + "\nmore") == numeric.strip() and len(numeric) > 1000
     assert cause_line("RuntimeError: PassManager::run failed") == \
         "RuntimeError: PassManager::run failed"
+
+
+class CompilationError(Exception):
+    """Triton's, as raised on an H200 (Triton 3.6): the location and source only, raised
+    from the frontend's error."""
+
+
+def _compile_topk():
+    try:
+        raise AttributeError("'dtype' object has no attribute 'numel'")
+    except AttributeError as exc:
+        raise CompilationError(
+            "at 4:65:\ndef k(X, OUT, R: tl.constexpr, C: tl.constexpr, K: tl.constexpr):\n"
+            "    tl.store(OUT + rows[:, None] * K, tl.topk(x, K, dim=1))\n"
+            "                                      ^") from exc
+
+
+def test_a_compilation_error_keeps_the_error_it_was_raised_from():
+    try:
+        _compile_topk()
+    except CompilationError as exc:
+        info = pytest.ExceptionInfo.from_exception(exc)
+    longrepr = info.getrepr(style="long", chain=True)
+    message = failure_message(longrepr, longrepr.reprcrash.message)
+    assert message.splitlines()[0].endswith("CompilationError: at 4:65:")
+    assert message.endswith("\ncaused by: AttributeError: 'dtype' object has no attribute 'numel'")
+    status, reason = classify_phase("call", "failed", message, str(longrepr))
+    assert reason.endswith("CompilationError: at 4:65: AttributeError: 'dtype' object has no "
+                           "attribute 'numel'")
 
 
 def _boom(depth):

@@ -36,8 +36,9 @@ from triton_cts.results.report_io import ReportError, atomic_write, document, du
 from triton_cts.results.interruption import RunWatch
 from triton_cts.results.records import outcome, run_problems
 from triton_cts.results.status import (MESSAGE_LIMIT, ExpectationWarning, Status, bounded,
-                                       classify_phase, failing_shape, falsifying_example,
-                                       first_line, is_quality_warning, traceback_tail, worst)
+                                       classify_phase, failing_shape, failure_message,
+                                       falsifying_example, first_line, is_quality_warning,
+                                       traceback_tail, worst)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -209,16 +210,18 @@ class Collector(RunWatch):
         elif report.failed:
             text = report.longreprtext if not isinstance(report.longrepr, str) else report.longrepr
             crash = getattr(report.longrepr, "reprcrash", None)
-            message = crash.message if crash is not None else first_line(text)
-            # the whole cause: Triton's multi-line CompilationError body, the last frames
-            cause = {"message": bounded(crash.message if crash is not None else text,
-                                        MESSAGE_LIMIT),
+            # the whole cause: Triton's multi-line CompilationError body and the error it
+            # was raised from, the last frames
+            message = failure_message(report.longrepr, crash.message) if crash is not None \
+                else first_line(text)
+            cause = {"message": bounded(message if crash is not None else text, MESSAGE_LIMIT),
                      "traceback": traceback_tail(report.longrepr)}
         elif getattr(report, "wasxfail", None) is not None and report.longrepr is not None:
             # a waived failure keeps its cause: the report shows what the known defect did
             crash = getattr(report.longrepr, "reprcrash", None)
             if crash is not None:
-                cause = {"message": bounded(crash.message, MESSAGE_LIMIT),
+                cause = {"message": bounded(failure_message(report.longrepr, crash.message),
+                                            MESSAGE_LIMIT),
                          "traceback": traceback_tail(report.longrepr)}
         status, reason = classify_phase(report.when, report.outcome, message, text,
                                         getattr(report, "wasxfail", None))

@@ -150,18 +150,32 @@ _LOCATION_HEADER = re.compile(r"^[\w.]*CompilationError: at \d+:\d+:\s*$")
 _CARET = re.compile(r"^\s*\^+\s*$")
 
 
+CAUSED_BY = "caused by: "  # how a record's message introduces a chained exception's
+
+
 def cause_line(message: str) -> str:
     """The reason of a failure: the message's first line, and for a Triton
-    ``CompilationError`` (whose first line is only the location, ``at 7:29:``) the error
-    that follows the source excerpt."""
+    ``CompilationError`` (whose first line is only the location, ``at 7:29:``) the error:
+    the line after the source excerpt, or else the exception it was raised from."""
     head = first_line(message)
     if not _LOCATION_HEADER.match(head):
         return head
     lines = str(message).splitlines()
-    carets = [i for i, ln in enumerate(lines) if _CARET.match(ln)]
-    after = lines[carets[-1] + 1:] if carets else lines[1:]
-    error = next((ln.strip() for ln in after if ln.strip()), "")
+    chained = [ln.removeprefix(CAUSED_BY).strip() for ln in lines if ln.startswith(CAUSED_BY)]
+    own = lines[:next((i for i, ln in enumerate(lines) if ln.startswith(CAUSED_BY)), len(lines))]
+    carets = [i for i, ln in enumerate(own) if _CARET.match(ln)]
+    after = own[carets[-1] + 1:] if carets else own[1:]
+    error = next((ln.strip() for ln in after if ln.strip()), "") or next(iter(chained), "")
     return first_line(f"{head} {error}") if error else head
+
+
+def failure_message(longrepr, crash_message: str) -> str:
+    """The raised exception's whole message, then the message of each exception it was
+    raised from or while handling, nearest first (Triton's CompilationError holds only the
+    location and source: the error itself is the exception it was raised from)."""
+    chain = list(getattr(longrepr, "chain", None) or ())
+    causes = [getattr(c, "message", "") for _, c, _ in reversed(chain[:-1]) if c is not None]
+    return crash_message + "".join(f"\n{CAUSED_BY}{m}" for m in causes if m)
 
 
 def bounded(text: str | None, limit: int, keep: str = "head") -> str | None:
