@@ -6,6 +6,7 @@ from typing import Sequence
 
 import torch
 
+from triton_cts.execution import devices
 from triton_cts.ops.tolerances import CLEARLY_WORSE_THAN_TORCH, tolerance
 
 
@@ -61,8 +62,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol) -> dict:
     # Fast path (every difference finite and within its bound), a third of the passes over
     # the data of the full path below, which gives the same numbers here; large outputs
     # on the accelerator where there is one.
-    if want.numel() >= DEVICE_COMPARE_CHUNK and torch.cuda.is_available():
-        found = _within_everywhere_in_chunks(got, want, rtol, atol, "cuda")
+    if want.numel() >= DEVICE_COMPARE_CHUNK and devices.available():
+        found = _within_everywhere_in_chunks(got, want, rtol, atol, devices.device_type())
     else:
         got, want = got.to(torch.float64), want.to(torch.float64)
         found = _within_everywhere(got, want, rtol, atol)

@@ -48,7 +48,7 @@ import torch
 
 from triton_cts import adapters
 from triton_cts.adapters.training import INTERFACES, differentiable
-from triton_cts.execution import launches
+from triton_cts.execution import devices, launches
 from triton_cts.execution.modes import Mode
 from triton_cts.ops.implementation import REFERENCE, resolve
 from triton_cts.ops.rope import make_tables
@@ -178,7 +178,7 @@ def _tolerance(target) -> float:
 @pytest.mark.cts_targets(predicate=_for_the_model)
 @pytest.mark.cts_modes("device", "interpreter")
 def test_training_loss_follows_torch(target, repro, cts_selection):
-    device = "cuda" if target.mode is Mode.DEVICE else "cpu"
+    device = devices.device_type() if target.mode is Mode.DEVICE else "cpu"
     steps = STEPS[target.mode]
     if target.impl.name == REFERENCE:
         ops = _reference_ops(target.profile, cts_selection.registry)

@@ -7,7 +7,7 @@ from hypothesis import given, note, settings, strategies as st
 from torch.autograd.gradcheck import GradcheckError
 
 from suites import strategies as hh
-from triton_cts.execution import launches
+from triton_cts.execution import devices, launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
 from triton_cts.ops import implementation
 from triton_cts.execution.modes import Mode
@@ -42,7 +42,7 @@ def test_gradients_match_finite_differences(target, data, repro):
                               kinds=("normal",)), label="case")
     note(f"case: {case.describe()}")
     fn = implementation.resolve(target.op.autograd)
-    device = "cuda" if target.mode is Mode.DEVICE else "cpu"
+    device = devices.device_type() if target.mode is Mode.DEVICE else "cpu"
     # every tensor moves to the device (cross-entropy's labels too); only floats get gradients
     inputs = tuple(_on(a, device) for a in case.args)
 

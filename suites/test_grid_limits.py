@@ -28,7 +28,7 @@ from hypothesis import given, note, settings, strategies as st
 from suites import assertions as ah
 from suites import runner
 from suites import strategies as hh
-from triton_cts.execution import launches
+from triton_cts.execution import devices, launches
 from triton_cts.execution.grid_check import empty_grid, grid_violations, launch_violations
 from triton_cts.execution.modes import Mode, execute
 from triton_cts.results.status import NOT_SUPPORTED
@@ -256,7 +256,7 @@ def _flag_kernel():
 
 #: Grids at and over the CUDA/HIP limits: (1, 65535, 1) runs; (1, 65536, 1) and
 #: (1, 1, 65536) are refused; (65536, 65536, 1) wraps the launcher's C-int product and
-#: launches nothing (FIELD-NOTES section 2).
+#: launches nothing, reporting no error (seen on an H200, triton 3.6).
 PROBE_GRIDS = ((1, 65535, 1), (1, 65536, 1), (1, 1, 65536), (65536, 65536, 1))
 
 
@@ -269,13 +269,13 @@ def test_grid_validation_flags_silent_noop_launches(request, record_property):
     kernel = _flag_kernel()
     problems = []
     for grid in PROBE_GRIDS:
-        flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+        flag = torch.zeros(1, dtype=torch.int32, device=devices.device_type())
         try:
             kernel[grid](flag)
-            torch.cuda.synchronize()
+            devices.synchronize()
             outcome = "ran" if int(flag.item()) == 1 else "launched nothing, reported nothing"
         except Exception as exc:  # noqa: BLE001 - the device's refusal is the outcome
-            torch.cuda.synchronize()
+            devices.synchronize()
             outcome = f"refused: {type(exc).__name__}: {str(exc)[:120]}"
         flagged = grid_violations(grid, profile, capped=False, kernel="probe")
         record_property(f"grid {grid}", f"{outcome}; validation: {flagged or 'within limits'}")
@@ -316,16 +316,17 @@ def _past_2_31_elements(target, dtype, repro, record_property) -> str | None:
     shape = (rows * n,) if target.op.max_ndim < 2 else (rows,) + (1,) * max(0, target.op.min_ndim - 2) + (n,)
     numel = rows * n
     gc.collect()
-    torch.cuda.empty_cache()  # what earlier tests left in torch's cache is free memory too
-    free, _ = torch.cuda.mem_get_info()
+    devices.empty_cache()  # what earlier tests left in torch's cache is free memory too
+    free = devices.free_memory() or 0
+    device = devices.device_type()
     need = numel * (dtype.itemsize * 6 + 8 * 4)  # inputs, outputs, float64 reference and its compare
     if need > free:
         pytest.skip(NOT_SUPPORTED + f"needs about {need / 2**30:.0f} GiB of device memory "
                                     f"in {dtype}, {free / 2**30:.0f} GiB free")
     fn = target.impl.load()
-    gen = torch.Generator(device="cuda").manual_seed(1)
+    gen = torch.Generator(device=device).manual_seed(1)
     try:
-        with torch.device("cuda"):
+        with torch.device(device):
             x = torch.randn(shape, dtype=torch.float32, generator=gen).to(dtype)
             args, kwargs = target.op.make_args(x, gen)
             ref = target.op.reference(*runner.upcast(args), **kwargs)
@@ -333,7 +334,7 @@ def _past_2_31_elements(target, dtype, repro, record_property) -> str | None:
         pytest.skip(NOT_SUPPORTED + f"the op's arguments or reference cannot be built on the "
                                     f"device at this size: {type(exc).__name__}: {str(exc)[:160]}")
     ref = runner.provided(target, ref)
-    if any(r is not None and r.device.type != "cuda" for r in runner.as_tuple(ref)):
+    if any(r is not None and r.device.type != device for r in runner.as_tuple(ref)):
         pytest.skip(NOT_SUPPORTED + f"{target.op.name}'s reference computes on the CPU")
     with launches.record_launches() as log:
         try:
@@ -341,22 +342,25 @@ def _past_2_31_elements(target, dtype, repro, record_property) -> str | None:
                                          if target.impl.takes_profile(fn) else {}))
         except UnsupportedDtypeError as exc:  # e.g. a variant for 32-bit data only
             return str(exc)
-        torch.cuda.synchronize()
+        devices.synchronize()
     problems = launch_violations(log, target.profile, capped=_caps(target))
     case = hh.Case(shape, dtype, "normal", 1, "contiguous", (), {})
     if problems:
         _fail(target, target.profile, case.describe(), problems, repro)
     record_property("numel", numel)
     scales = runner.error_scales(target, args, kwargs) or ()
+    # the op's conditioning (rounding ties, ill-conditioned rows) holds at this size too
+    extras = runner.allowances(target, args, kwargs) or ()
     for i, (o, r) in enumerate(zip(ah.as_outputs(out), ah.as_outputs(ref))):
         if r is None:
             continue
         scale = scales[i] if i < len(scales) else None
+        extra = extras[i] if i < len(extras) else None
         for start in range(0, max(1, r.numel()), 1 << 28):  # compare in chunks
             sl = slice(start, start + (1 << 28))
-            chunk = None if scale is None else torch.as_tensor(
-                scale, device=r.device).expand(r.shape).reshape(-1)[sl]
+            chunk, allowed = (None if v is None else torch.as_tensor(
+                v, device=r.device).expand(r.shape).reshape(-1)[sl] for v in (scale, extra))
             ah.assert_matches_reference(target, case, (o.reshape(-1)[sl],), (r.reshape(-1)[sl],),
                                         f"{repro} (output {i}, elements {start}+)",
-                                        error_scales=(chunk,))
+                                        error_scales=(chunk,), ambiguities=(allowed,))
     return None

@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from triton_cts.execution import devices
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
 from triton_cts.profiles import Profile, next_power_of_2
@@ -157,8 +158,8 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
 
 
 def _device_scratch(size: int, alignment: int, stream):
-    """Global scratch a kernel that builds tensor descriptors needs on the GPU."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
+    """Global scratch a kernel that builds tensor descriptors needs on the accelerator."""
+    return torch.empty(size, dtype=torch.int8, device=devices.device_type())
 
 
 def tensor_descriptor(x: torch.Tensor, row0: int = 0, col0: int = 0, *, block=(16, 16),
@@ -186,7 +187,7 @@ def tensor_descriptor(x: torch.Tensor, row0: int = 0, col0: int = 0, *, block=(1
     nan = torch.empty(block, dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:
         return zero.zero_(), nan.fill_(float("nan")), y
-    if x.is_cuda:
+    if x.device.type not in ("cpu", "meta"):  # compiled on an accelerator
         triton.set_allocator(_device_scratch)
     _descriptor_kernel[(1,)](src, y, zero, nan, M, N, src.stride(0), y.stride(0), row0, col0,
                              BLOCK_M=block[0], BLOCK_N=block[1],
