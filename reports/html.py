@@ -21,6 +21,7 @@ from pathlib import Path
 import jinja2
 
 from triton_cts.results import behaviour
+from triton_cts.results.numbers import bound_text, read_number
 from triton_cts.results.records import conforms, params_text, run_problems, verdict
 from triton_cts.results.status import Status
 
@@ -35,6 +36,7 @@ COLOURS = {  # background per status; a matrix cell takes the colour of the stat
 #: record fields the check list reads from their own columns; the rest go in ``extra``
 CORE = ("status", "op", "impl", "profile", "vendor", "mode", "dtype", "suite", "test")
 SHOWN_ELSEWHERE = {"test_id", "reason", "repro", "duration_s", "compile_stats", "params", *CORE}
+
 TOP_CAUSES = 10  # causes shown open; the rest are one click away
 LAUNCH_COVERAGE = "launch_coverage"  # triton_cts.execution.coverage.PROPERTY
 _EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Failed|Exit|Interrupt|"
@@ -42,6 +44,13 @@ _EXCEPTION = re.compile(r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Failure|Failed
 #: hypothesis' @reproduce_failure('x.y.z', b'...'), as triton_cts.results.status reads it
 _BLOB = re.compile(r"@?reproduce_failure\(\s*(['\"])([\w.+-]+)\1\s*,\s*b(['\"])([^'\"]*)\3\s*\)")
 _GAP = re.compile(r"(?P<kernel>[^:]+): (?P<key>\w+) was always (?P<value>True|False)$")
+
+
+def _number(error: dict, name: str):
+    """An error's number as the page reads it: a number, or "inf"/"nan" as text (JSON has
+    neither; report version 2 holds them as null beside ``<name>_nonfinite``)."""
+    value = read_number(error, name)
+    return value if value is None or math.isfinite(value) else str(value)
 
 
 def _status_list() -> list[str]:
@@ -244,8 +253,8 @@ def payload(records: list[dict], causes: dict[int, str], cause_list: list[dict])
             if k in SHOWN_ELSEWHERE or v in (None, "", [], {}):
                 continue
             if k == "errors":
-                v = [[strings.ref(e.get("output")), e.get("max_abs_error"),
-                      strings.ref(e.get("bound")), e.get("ratio")]
+                v = [[strings.ref(e.get("output")), _number(e, "max_abs_error"),
+                      strings.ref(bound_text(e)), _number(e, "ratio")]
                      for e in v if isinstance(e, dict)]
             elif k == "properties" and isinstance(v, dict) and LAUNCH_COVERAGE in v \
                     and _conforming(r["status"]):

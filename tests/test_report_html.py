@@ -152,3 +152,15 @@ def test_non_finite_numbers_in_the_data_are_embedded_as_text():
         "behaviour x": float("nan"), "limit": float("inf")})]))
     extra = data_of(page)["rows"][0][-1]
     assert extra["properties"] == {"behaviour x": "nan", "limit": "inf"}
+
+
+def test_an_errors_bound_and_infinite_ratio_reach_the_page_from_report_version_2():
+    # version 2 holds a bound as rtol/atol fields and an infinite ratio as null + a flag
+    error = {"output": "out0", "max_abs_error": None, "max_abs_error_nonfinite": "inf",
+             "rtol": 0.001, "atol": 1e-05, "ratio": None, "ratio_nonfinite": "inf"}
+    page = render(document({"triton": "3.9.0"}, [rec("f", "fail", errors=[error])]))
+    data = data_of(page)
+    shown = data["rows"][0][-1]["errors"][0]
+    strings = data["strings"]
+    assert strings[shown[2]] == "rtol=0.001 atol=1e-05"
+    assert shown[1] == "inf" and shown[3] == "inf"
