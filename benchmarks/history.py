@@ -230,7 +230,8 @@ def current_commit() -> str | None:
 def append(run_file, experiment: str, *, commit: str | None, date: str,
            history: Path | None = None, run: str | None = None) -> tuple[Path, int]:
     """Append the rows of ``run_file`` to ``history`` (default: its device's table);
-    (the table, rows written). An experiment already in the table is refused."""
+    (the table, rows written). A run (experiment and ``run``) already in the table is
+    refused: a second run of an experiment names itself with ``run``."""
     try:
         data = json.loads(Path(run_file).read_text())
     except FileNotFoundError:
@@ -245,9 +246,11 @@ def append(run_file, experiment: str, *, commit: str | None, date: str,
     if not rows:
         raise HistoryError(f"{run_file}: the run holds no results")
     table = history or device_file(rows[0]["gpu"])
-    if table.exists() and experiment in experiments(read_history(table)):
-        raise HistoryError(f"{table}: already holds experiment {experiment!r}; name the "
-                           "new run differently")
+    if table.exists() and any(r["experiment"] == experiment and r["run"] == run
+                              for r in read_history(table)):
+        held = f"experiment {experiment!r}" + (f" run {run!r}" if run else "")
+        raise HistoryError(f"{table}: already holds {held}; name the new run differently "
+                           "(--run, or another --experiment)")
     with open(table, "a") as fh:
         for row in rows:
             fh.write(json.dumps(check_row(row, str(run_file)), allow_nan=False) + "\n")
