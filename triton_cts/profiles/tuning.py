@@ -14,7 +14,9 @@ way: kernels import ``triton_cts.profiles``, never the reverse.
 from __future__ import annotations
 
 import importlib
+import sys
 
+from triton_cts import CHECKOUT
 from triton_cts.profiles.fields import Field
 
 #: Family -> the module that declares its tuning fields (imported on first use).
@@ -47,6 +49,10 @@ def declare_tuning(family: str, fields: dict[str, Field]) -> dict[str, Field]:
 def declaration(family: str) -> dict[str, Field]:
     """``family``'s declared fields, importing its module where not yet imported."""
     if family not in _DECLARED:
+        # the kernels sit in the checkout beside this package, which a run of a user's
+        # project (rootdir elsewhere) does not have on sys.path
+        if str(CHECKOUT) not in sys.path:
+            sys.path.append(str(CHECKOUT))
         importlib.import_module(FAMILY_MODULES[family])
     if family not in _DECLARED:
         raise ValueError(f"{FAMILY_MODULES[family]} declares no tuning for '{family}'")
