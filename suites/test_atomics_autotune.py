@@ -3,7 +3,7 @@ right answer on the first call for a new key, with every config, on later calls,
 with a bounded (or, where declared, no) run-to-run variation.
 
 The autotuner benchmarks every config on the caller's buffers and resets only the
-``reset_to_zero`` ones, to 0 (FIELD-NOTES section 3). Which implementations this applies
+``reset_to_zero`` ones, to 0 (triton/runtime/autotuner.py; Triton issues #4217, #7181). Which implementations this applies
 to is found, not listed: each is probed once per profile (launches captured at small
 shapes) and checked when it launches a kernel that reaches a ``tl.atomic_*`` with the
 launch's constexprs (read from source: ``autotune_probe.atomic_updates``), an autotuned

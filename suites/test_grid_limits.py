@@ -2,7 +2,7 @@
 that cap their grid still cover every row.
 
 Triton validates no grid, and some grids over the limits launch nothing without an error
-(FIELD-NOTES section 2), so each recorded launch (``triton_cts/execution/launches.py``: plain,
+(the launcher multiplies the axes in a C int: ``PROBE_GRIDS`` below), so each recorded launch (``triton_cts/execution/launches.py``: plain,
 autotuned and heuristic kernels, callable grids evaluated) is held against the profile by
 ``triton_cts/execution/grid_check.py``. Edge cases per op: rows (or blocks) at a limit minus one, at
 it and one past it on every limit (MAX_GRID_NUM, each axis), rows far beyond the grid cap

@@ -144,7 +144,7 @@ def test_a_tile_over_the_unified_buffer_is_a_ub_overflow_and_the_reference_passe
 
 @needs_toolchain
 def test_adapter_output_shows_the_io_patterns_the_lint_flags():
-    # a load through a broadcast pointer crashes the adapter (FIELD-NOTES section 5)
+    # a load through a broadcast pointer crashes triton-ascend 3.2's adapter ("strides must not be zero")
     (bcast,) = _verdicts(npu_io_faults.gelu_broadcast_pointer, torch.randn(64, 100))
     assert bcast["status"] == "lowering_error"
     assert "strides must not be zero" in bcast["message"]

@@ -1,6 +1,7 @@
 """Observe Triton's autotuner and find atomics in kernels, for the atomics x autotune suite.
 
-The autotuner benchmarks every config on the caller's buffers (FIELD-NOTES section 3): a
+The autotuner benchmarks every config on the caller's buffers (triton/runtime/autotuner.py;
+Triton issues #4217, #7181): a
 kernel that accumulates with atomics returns garbage on the first call for a new key
 unless its outputs are in ``reset_to_zero``, and ``reset_to_zero`` sets them to 0, not
 to the caller's initial value (-inf for ``atomic_max``). :func:`observe_autotuning`

@@ -1,6 +1,6 @@
 """Launch grids held against a profile's limits.
 
-Triton validates no grid (FIELD-NOTES section 2): on CUDA (1, 65536, 1) fails with
+Triton validates no grid (seen on an H200, triton 3.6; HIP: third_party/amd/backend/driver.py): on CUDA (1, 65536, 1) fails with
 "invalid argument", but (65536, 65536, 1) and (2**31 - 1, 2, 1) launch nothing and report
 nothing, because the launcher multiplies the dims in a C int; HIP's launcher returns early
 when that product wraps to 0. So every recorded launch

@@ -1,7 +1,8 @@
 """IO-pattern lint over a kernel's TTIR, with rules taken from the profile.
 
 SIMD-style NPUs (triton-ascend) lower a kernel's loads and stores very differently from
-GPUs (FIELD-NOTES section 5): a contiguous mask (``offs < n``) becomes a sub-range copy,
+GPUs (seen lowering tests/planted/npu_io_faults.py through triton-ascend 3.2, as
+tests/test_npu_toolchain.py does): a contiguous mask (``offs < n``) becomes a sub-range copy,
 but a discrete mask becomes load-everything-then-select (masked-off addresses are read),
 a load through a broadcast pointer tensor crashes the adapter or becomes a scalar loop,
 and offsets from integer division or from loaded data (gathers) become scalar loops.

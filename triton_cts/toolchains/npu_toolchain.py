@@ -244,7 +244,7 @@ def _tail(output: str) -> str:
 def scalar_loops(linalg: str) -> list[str]:
     """Scalar loads inside ``scf.for`` loops in ttadapter output: the element-by-element
     copies that gathers, division offsets and other non-affine pointers lower to
-    (FIELD-NOTES section 5; triton-adapter-opt tags them ``ExtractedLoadOrStore``). One
+    (seen in triton-ascend 3.2's ttadapter output; triton-adapter-opt tags them ``ExtractedLoadOrStore``). One
     entry per loop holding ``memref.load``s: its line, the loads' memref types, the tag.
     Vector IO (``memref.copy`` of a subview) and a grid-stride loop around it are not
     listed."""
