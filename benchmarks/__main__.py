@@ -13,6 +13,7 @@ ours."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 from importlib import metadata
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
 
     copy_gbs = measured_copy_gbs()
     peak_gbs = profile.peak_bandwidth_gbs()
-    rows, records = [], []
+    rows, records, failed = [], [], []
 
     def save():
         """Write what is measured so far (after every shape: a run cut short keeps it)."""
@@ -93,14 +94,23 @@ def main(argv=None) -> int:
     for op in ops:
         for dtype in dtypes:
             for bench in cases.benches(op, dtype, profile):  # benchmarks/cases.py: BENCHES
-                torch_times = None if bench.flops else timing.timed(bench.torch_eager)
                 label = f"{op} ({bench.precision}; torch {bench.precision})" \
                     if bench.precision else op
-                measured = against_torch(bench.ours, bench, torch_times)
-                row, rec = _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
+                try:
+                    torch_times = None if bench.flops else timing.timed(bench.torch_eager)
+                    measured = against_torch(bench.ours, bench, torch_times)
+                    row, rec = _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
+                except Exception as exc:  # noqa: BLE001 - the row says it; the run goes on
+                    row, rec = _error_row(label, bench, exc)
+                    rec = {**bench.cell, **rec}
+                    failed.append(f"{label} {bench.cell['dtype']} {bench.cell['shape']}")
                 rows.append(row)
                 records.append(rec)
                 print(" | ".join(row), flush=True)  # progress; the table follows at the end
+                if "error" in rec:
+                    _release()
+                    save()
+                    continue
                 for name in libraries:
                     row, lib_rec = _library_row(
                         name, bench, lambda fn: against_torch(fn, bench, torch_times), profile,
@@ -117,6 +127,10 @@ def main(argv=None) -> int:
     print("ms: per call / replayed from a CUDA graph (kernels only); throughput and % from the "
           "graph time; speedup over torch eager per call / in graphs")
     save()
+    if failed:  # a library's error is its row's result; ours failing is the run's
+        print(f"our kernels failed on {len(failed)} case(s): {'; '.join(failed)}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -155,7 +169,8 @@ def _measured(label, bench, times, torch_times, speedups, profile, peak_gbs, cop
 
 def _library_row(name, bench, against_torch, profile, peak_gbs, copy_gbs):
     """One table row and record for library ``name`` on ``bench``; no row where the
-    library has no kernel for the op, an error row where its kernel raises.
+    library has no kernel for the op, an error row where its kernel raises (memory
+    released, so the next rows run).
     ``against_torch(fn)``: (times, torch's times, speedups or None), as for ours."""
     from benchmarks import cases
 
@@ -163,14 +178,30 @@ def _library_row(name, bench, against_torch, profile, peak_gbs, copy_gbs):
     if fn is None:
         return None, None
     label = f"{bench.op} [{name}]" + (f" (torch {bench.precision})" if bench.precision else "")
-    dtype, shape = bench.cell["dtype"], bench.cell["shape"]
     try:
         measured = against_torch(fn)
-    except Exception as exc:  # a library limit (row too long, dtype) is a result too
-        message = " ".join(str(exc).split())[:80]
-        return [label, dtype, shape, "error", message, "", "", "", ""], \
-            {"error": f"{type(exc).__name__}: {message}"}
+    except Exception as exc:  # noqa: BLE001 - a library limit, capture failure or OOM
+        _release()  # what the failed call held must not fail the rows after it
+        return _error_row(label, bench, exc)
     return _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
+
+
+def _error_row(label, bench, exc):
+    """The table row and record of a case whose call raised ``exc``."""
+    message = " ".join(str(exc).split())[:80]
+    return [label, bench.cell["dtype"], bench.cell["shape"], "error", message, "", "", "",
+            ""], {"error": f"{type(exc).__name__}: {message}"}
+
+
+def _release() -> None:
+    """Free what a failed call left: its tensors, the allocator's cache (a failed graph
+    capture can leave it holding most of the device's memory)."""
+    gc.collect()
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:  # the failure may be the device's own; the cache is freed anyway
+        pass
+    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 its bytes or FLOPs model and its builder); listed without a GPU (``benchmarks.listing``),
 every op is timed by each command, with its figure, calling our launcher under the
 profile."""
+import dataclasses
 import json
 import re
 
 import pytest
+import torch
 
 from benchmarks import all_ops, cases
 from benchmarks.bench import BenchSpec, moved
@@ -74,3 +76,64 @@ def test_the_sweep_and_launch_overhead_cover_their_ops(sections):
     listed = {line.split("|")[1].split()[0] for line in rows if line.startswith("  | ")
               and line.count("|") > 2}
     assert listed == set(all_ops())
+
+
+def test_a_library_that_fails_is_its_rows_error_and_the_run_goes_on(tmp_path, monkeypatch,
+                                                                      capsys):
+    """A library whose call raises (an out-of-memory after a failed graph capture, say) gets
+    an error row; memory is released and every later row still runs; the run exits 0.
+    Our own kernel failing is an error row too, and the run then exits 1."""
+    import benchmarks.__main__ as bench_main
+    from benchmarks.listing import Recorder, _fake_gpu, _MetaDevice
+    from triton_cts import adapters
+
+    released = []
+    monkeypatch.setattr(bench_main, "_release", lambda: released.append(1))
+    monkeypatch.setattr(adapters, "import_problem", lambda lib: None)
+    monkeypatch.setattr(bench_main.metadata, "version", lambda dist: "0+stand-in")
+    from benchmarks import timing
+
+    def timed(fn):  # the listing's timers describe calls; these make them, errors and all
+        fn()
+        return 1.0, 0.5
+
+    def library_call(name, bench):
+        def fails():
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory: 108 GiB reserved")
+        return fails if bench.op == "softmax" else None
+    monkeypatch.setattr(cases, "library_call", library_call)
+    ops = ["--op", "softmax", "--op", "rms_norm", "--dtype", "bfloat16", "--library", "liger"]
+    out = tmp_path / "run.json"
+    with _fake_gpu(Recorder(_MetaDevice()), PROFILE):
+        monkeypatch.setattr(timing, "timed", timed)
+        assert bench_main.main(ops + ["--profile", PROFILE, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    results = json.loads(out.read_text())["results"]
+    softmax = [r for r in results if r["op"] == "softmax"]
+    assert softmax and all(r["libraries"]["liger"]["error"].startswith("OutOfMemoryError")
+                           for r in softmax)
+    assert len(released) == len(softmax)
+    assert any(r["op"] == "rms_norm" and "gbs" in r for r in results)  # the rows after ran
+    assert "softmax [liger] | bfloat16" in printed and "| error | CUDA out of memory" in printed
+
+    real = cases.benches
+
+    def ours_fails(op, dtype, profile):
+        for bench in real(op, dtype, profile):
+            if op == "softmax":
+                bench = _raising(bench)
+            yield bench
+    monkeypatch.setattr(cases, "benches", ours_fails)
+    released.clear()
+    with _fake_gpu(Recorder(_MetaDevice()), PROFILE):
+        assert bench_main.main(ops + ["--profile", PROFILE, "--json", str(out)]) == 1
+    results = json.loads(out.read_text())["results"]
+    assert [r["error"] for r in results if r["op"] == "softmax"][0].startswith("RuntimeError")
+    assert any(r["op"] == "rms_norm" and "gbs" in r for r in results)
+    assert released
+
+
+def _raising(bench):
+    def ours():
+        raise RuntimeError("illegal memory access")
+    return dataclasses.replace(bench, ours=ours)
