@@ -35,7 +35,7 @@ def merge(docs: list[tuple[str, dict]], force: bool = False, allow_partial: bool
     for index, (name, doc) in enumerate(docs):
         env = doc["environment"]
         shards.append({"file": name, "shard": env.get("shard"), "records": len(doc["records"]),
-                       **{k: env.get(k) for k in ("triton", "torch", "device", "profiles",
+                       **{k: env.get(k) for k in ("triton", "torch", "device", "devices", "profiles",
                                                    "modes", "git_commit", "command")}})
         for rec in doc["records"]:
             key = (rec["test_id"],) + tuple(env.get(k) for k in MUST_AGREE)

@@ -18,7 +18,10 @@ versions they know, {", ".join(map(str, READABLE_VERSIONS))}, bringing an older 
 form as it loads, and refuse any other with an error naming the file and the versions they
 read. Version 1 held non-finite numbers as text (`"inf"`) and an error's bound as text
 (`"rtol=0.01 atol=1e-05"`); version 2 added `message`, `traceback`, `expectations.known`, the
-expectation's `finding`, `repro` and `known`, and holds numbers as numbers.
+expectation's `finding`, `repro` and `known`, and holds numbers as numbers; version 3 added
+the record's `device` (index and name of the accelerator a device-mode check ran on) and the
+environment's `devices` (the run's accelerators). A version 2 report reads as one whose
+records say no device.
 
 A number that is not finite (inf, -inf, NaN: JSON has none) is `null`, with a
 `<field>_nonfinite` field beside it saying which (`"inf"`, `"-inf"`, `"nan"`).

@@ -17,6 +17,10 @@ from triton_cts.results.report_io import ReportError
 
 
 # ---- records -----------------------------------------------------------------------------
+#: The user property that carries the device a check ran on (``Record.device``).
+DEVICE_PROPERTY = "cts_device"
+
+
 @dataclass
 class Record:
     """One check's outcome: what was checked, how it ended, and the evidence."""
@@ -49,6 +53,8 @@ class Record:
     reproduce_failure: str | None = None
     replay: str | None = None
     duration_s: float = 0.0
+    #: the accelerator a device-mode check ran on, {"index", "name"}; None for other modes
+    device: dict | None = None
     properties: dict = field(default_factory=dict)            # other record_property values
 
     def __post_init__(self) -> None:
@@ -83,7 +89,7 @@ def split_properties(props) -> dict:
     the highest ratio is kept (a failure's, > 1), else the one with the largest error."""
     measured: dict[str, list[dict]] = {}
     out = {"errors": [], "compile_stats": [], "quality_warnings": [], "repro": None,
-           "properties": {}}
+           "device": None, "properties": {}}
     for key, value in props:
         if key.endswith(" max_abs_error"):
             name = key.removesuffix(" max_abs_error")
@@ -97,6 +103,8 @@ def split_properties(props) -> dict:
             out["compile_stats"] += value if isinstance(value, list) else [value]
         elif key == "repro":
             out["repro"] = value
+        elif key == DEVICE_PROPERTY:
+            out["device"] = dict(value)
         elif key == "quality_warning":
             out["quality_warnings"].append(str(value))
         else:

@@ -16,9 +16,10 @@ SCHEMA = "triton-cts-report"
 #: The format's version (reports/schema/report.schema.json): any added field bumps it.
 #: 2: records' message and traceback; errors' numbers as numbers (rtol, atol, ratio and
 #: null beside *_nonfinite); expectations' known; expectation finding, repro and known.
-SCHEMA_VERSION = 2
+#: 3: records' device; the environment's devices.
+SCHEMA_VERSION = 3
 #: The versions readers accept: older ones are brought to this one as they load.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 NOT_SUPPORTED = "not supported: "  # the plugin's skip-reason prefix
 WAIVED = "waived: "                # the reason prefix of an expectation's xfail/skip marker
 
