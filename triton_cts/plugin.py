@@ -15,7 +15,8 @@ import shlex
 import pytest
 
 from triton_cts.errors import UsageError
-from triton_cts.execution import coverage, launches, lost_context, pace, sanitizer
+from triton_cts.execution import (coverage, device_set, launches, lost_context, pace,
+                                  sanitizer)
 from triton_cts.execution.modes import MODE_CHOICES, unsupported_reason
 from triton_cts.execution.size_budget import boundary_shapes
 from triton_cts.results.status import NOT_SUPPORTED, parse_reproduce_failure
@@ -89,6 +90,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(\"reproduce_failure\"; as --reproduce-failure=@..., since pytest "
                          "reads a separate argument starting with @ as a file). Give it with "
                          "the record's repro command: the record's \"replay\" is that command.")
+    group.addoption("--devices", default=None, metavar="I,J",
+                    help="device mode's accelerators: indices of the devices torch sees "
+                         "(after CUDA_VISIBLE_DEVICES or the backend's equivalent), e.g. 0,2. "
+                         "Under -n N the workers spread over them round robin. Default: every "
+                         "visible device; all must match the same profile.")
     group.addoption("--sanitize", default=None, choices=sanitizer.TOOLS, metavar="TOOL",
                     help="run device checks under NVIDIA's compute-sanitizer with TOOL: "
                          "memcheck (out-of-bounds and misaligned accesses), racecheck "
@@ -103,10 +109,18 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "check targets for which predicate(target) is true")
     config.addinivalue_line("markers", "cts_modes(*modes): run this suite test only in these "
                                        "execution modes")
+    workerinput = getattr(config, "workerinput", None)
+    controller = workerinput is None and bool(config.getoption("numprocesses", None)) \
+        and config.getoption("dist", "no") != "no"  # the xdist controller runs no checks
     try:
+        # before anything starts the device: a worker's device is where its context goes
+        device_set.configure(config.getoption("devices"), workerinput,
+                             runs_checks=not controller)
         config.stash[SELECTION_KEY] = build_selection(config, _relation_names())
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if controller and not config.pluginmanager.has_plugin(device_set.SLOT_KEY):
+        config.pluginmanager.register(device_set.Slots(), device_set.SLOT_KEY)
     lost_context.register(config)
     if not config.pluginmanager.has_plugin(coverage.__name__):  # every check's launches
         config.pluginmanager.register(coverage, coverage.__name__)
@@ -187,6 +201,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"triton-cts: implementations: {', '.join(sorted({i.name for i in sel.impls}))}",
         *([f"triton-cts: ops from packages: {', '.join(sorted(sel.registry.op_sources))}"]
           if sel.registry.op_sources else []),
+        *(["triton-cts: devices: " + ", ".join(f"{d['index']} {d['name']}" for d in sel.devices)
+           + " (workers spread over them)"] if len(sel.devices) > 1 else []),
         *([f"triton-cts: warning: {sel.device_warning}"] if sel.device_warning else []),
         f"triton-cts: hypothesis profile: {_hypothesis_profile_line(config)}",
     ]
@@ -284,9 +300,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # What each suite item checks travels with its reports (to the xdist controller too),
     # where its record is built: records never depend on parsing test ids.
     sel = selection(config)
+    ran_on = device_set.record_field(sel.devices)  # the device this process's checks run on
     for item in items:
         if is_check(item):
             item.user_properties.append((CHECK_PROPERTY, check_fields(item, sel)))
+            if ran_on is not None and lost_context.is_device_check(item):
+                item.user_properties.append((device_set.PROPERTY, ran_on))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -72,6 +72,8 @@ class Selection:
     device_warning: str | None = None
     #: --op-module values (a repro command must load the same ops)
     op_modules: list[str] = field(default_factory=list)
+    #: the run's devices in device mode, each {"index", "name", "profile"}; [] without
+    devices: list[dict] = field(default_factory=list)
 
     def targets(self, modes=None, op_filter=None) -> list[CheckTarget]:
         out = []
@@ -133,7 +135,21 @@ def build_selection(config: pytest.Config, relations=None) -> Selection:
                          f"{', '.join(sorted(registry.ops))}")
     return Selection(selected, modes, registry, impls, device, device_profile, ops_filter,
                      profile_dirs, device_warning,
-                     list(config.getoption("op_module", None) or []))
+                     list(config.getoption("op_module", None) or []),
+                     _run_devices(profiles, modes, device, device_profile))
+
+
+def _run_devices(profiles, modes, device, device_profile) -> list[dict]:
+    """The run's devices in device mode (``device_set.survey``: a mixed set stops the run);
+    the current device alone where no device set was configured."""
+    from triton_cts.execution import device_set
+    if device is None or Mode.DEVICE not in modes:
+        return []
+    assignment = device_set.current()
+    if assignment is None or (len(assignment.indices) <= 1 and assignment.index is None):
+        return [{"index": device_set.current_index(), "name": device.name,
+                 "profile": device_profile}]
+    return device_set.survey(assignment.indices, profiles)
 
 
 def _detect(config: pytest.Config, profiles, modes):

@@ -122,15 +122,18 @@ BYTES_PER_ELEMENT = 32
 
 def device_memory_problem(numel: int, dtype: torch.dtype) -> str | None:
     """Why a case of ``numel`` elements does not fit the device memory this process may
-    use (its share of the device under ``-n N``), or None."""
-    from triton_cts.execution import devices
+    use (its share of its own device: the workers on that device under ``-n N``), or None."""
+    from triton_cts.execution import device_set, devices
     if not devices.available():
         return "no accelerator attached"
-    total = devices.total_memory()  # any backend: the device layer reads it
-    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    total = devices.total_memory()  # the current device, the worker's own: any backend
+    workers = device_set.workers_on_this_device()
     share = int(0.8 * total / workers)
     need = numel * (BYTES_PER_ELEMENT + 4 * dtype.itemsize)
     if need > share:
+        assignment = device_set.current()
+        on = f" of device {assignment.index}" if assignment and assignment.index is not None \
+            else ""
         return (f"needs about {need / 2**30:.1f} GiB of device memory; each of {workers} "
-                f"worker(s) may use {share / 2**30:.1f} GiB (run with fewer -n workers)")
+                f"worker(s){on} may use {share / 2**30:.1f} GiB (run with fewer -n workers)")
     return None

@@ -71,11 +71,11 @@ def _index(module) -> int:
         return 0
 
 
-def _read_cuda(torch, kind: str) -> DeviceInfo:
+def _read_cuda(torch, kind: str, index: int | None = None) -> DeviceInfo:
     """torch.cuda.get_device_properties: major/minor, multi_processor_count, warp_size,
     total_memory (https://pytorch.org/docs/stable/generated/torch.cuda.get_device_properties.html);
     on ROCm's torch (torch.version.hip set) gcnArchName names the ISA, e.g. gfx942."""
-    i = _index(torch.cuda)
+    i = _index(torch.cuda) if index is None else index
     props = torch.cuda.get_device_properties(i)
     if getattr(torch.version, "hip", None):
         arch: int | str = props.gcnArchName.split(":")[0]  # drop feature flags (":sramecc+")
@@ -87,12 +87,12 @@ def _read_cuda(torch, kind: str) -> DeviceInfo:
                       props.total_memory, kind, f"torch.cuda.get_device_properties({i})")
 
 
-def _read_xpu(torch, kind: str) -> DeviceInfo:
+def _read_xpu(torch, kind: str, index: int | None = None) -> DeviceInfo:
     """torch.xpu.get_device_properties: name, total_memory, gpu_subslice_count (Xe-cores:
     the unit the profiles count), max_compute_units, sub_group_sizes
     (https://pytorch.org/docs/stable/generated/torch.xpu.get_device_properties.html). No
     field names the ocloc architecture (pvc, bmg): profiles match by name."""
-    i = _index(torch.xpu)
+    i = _index(torch.xpu) if index is None else index
     props = torch.xpu.get_device_properties(i)
     units = getattr(props, "gpu_subslice_count", 0) or getattr(props, "max_compute_units", 0)
     sizes = list(getattr(props, "sub_group_sizes", ()) or ())
@@ -103,12 +103,12 @@ def _read_xpu(torch, kind: str) -> DeviceInfo:
                       f"torch.xpu.get_device_properties({i})")
 
 
-def _read_npu(torch, kind: str) -> DeviceInfo:
+def _read_npu(torch, kind: str, index: int | None = None) -> DeviceInfo:
     """torch_npu's torch.npu.get_device_properties: name (the SoC, e.g. Ascend910B3, which
     bishengir takes as --target), total_memory, vector_core_num and cube_core_num
     (torch_npu: torch_npu/csrc/npu/Module.cpp, RegisterNPUDeviceProperties). Triton
     vector kernels run one program per vector core; there are no warps."""
-    i = _index(torch.npu)
+    i = _index(torch.npu) if index is None else index
     props = torch.npu.get_device_properties(i)
     units = getattr(props, "vector_core_num", 0) or getattr(props, "cube_core_num", 0)
     return DeviceInfo("npu", props.name, props.name, 1, int(units),
@@ -116,12 +116,12 @@ def _read_npu(torch, kind: str) -> DeviceInfo:
                       f"torch.npu.get_device_properties({i})")
 
 
-def _read_other(torch, kind: str) -> DeviceInfo:
+def _read_other(torch, kind: str, index: int | None = None) -> DeviceInfo:
     """Any other backend (a PrivateUse1 one): its module's get_device_name and, where it
     has one, get_device_properties' name and total_memory; torch documents no
     architecture field for them."""
     module = getattr(torch, kind, None)
-    i = _index(module) if module is not None else 0
+    i = index if index is not None else (_index(module) if module is not None else 0)
     props = getattr(module, "get_device_properties", None)
     props = props(i) if props is not None else None
     name = getattr(props, "name", None)
@@ -138,16 +138,17 @@ def _read_other(torch, kind: str) -> DeviceInfo:
 READERS: dict[str, Callable] = {"cuda": _read_cuda, "xpu": _read_xpu, "npu": _read_npu}
 
 
-def attached_device(torch_module=None) -> DeviceInfo | None:
-    """The current accelerator, or None on a CPU-only machine (or one whose accelerator
-    Triton cannot drive: :data:`NO_TRITON_BACKEND`)."""
+def attached_device(torch_module=None, index: int | None = None) -> DeviceInfo | None:
+    """The current accelerator (or device ``index`` of the visible ones), or None on a
+    CPU-only machine (or one whose accelerator Triton cannot drive:
+    :data:`NO_TRITON_BACKEND`)."""
     try:
         if torch_module is None:
             import torch as torch_module
         kind = accelerator_type(torch_module)
         if kind is None or kind in NO_TRITON_BACKEND:
             return None
-        return READERS.get(kind, _read_other)(torch_module, kind)
+        return READERS.get(kind, _read_other)(torch_module, kind, index)
     except Exception:  # a broken driver is a CPU-only machine for our purposes
         return None
 

@@ -396,6 +396,7 @@ class Collector(RunWatch):
             "device": (f"{sel.device.name} ({sel.device.backend} {sel.device.arch})"
                        if sel.device else None),
             "device_profile": sel.device_profile, "driver": _driver(sel.device),
+            "devices": list(sel.devices),  # device mode's accelerators, the workers' spread
             "profiles": [p.name for p in sel.profiles],
             "modes": [m.value for m in sel.modes],
             "implementations": sorted({i.name for i in sel.impls}),
