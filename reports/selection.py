@@ -1,7 +1,8 @@
 """What a run selected, read from its report's environment: the command without the
-options that do not change which checks run (the shard, output files, parallelism,
-verbosity), and the profiles, modes and implementations. Merge groups shards by it; diff
-tells checks the new selection leaves out from checks that went missing."""
+options that do not change which checks run (the shard, output files, parallelism and
+the devices it spreads over, verbosity), and the profiles, modes and implementations.
+Merge groups shards by it; diff tells checks the new selection leaves out from checks
+that went missing."""
 from __future__ import annotations
 
 import shlex
@@ -13,11 +14,12 @@ WITH_VALUE = {"--vendor", "--mode", "--impl", "--op", "--profile-dir", "-k", "-m
               "--numprocesses", "--maxprocesses", "--dist", "--basetemp", "--tb", "--color",
               "--durations", "-W", "--hypothesis-profile", "--hypothesis-seed",
               "--expectations", "--require-mode", "--reproduce-failure", "--rootdir", "-c",
-              "-o", "--timeout", "--maxfail", "--confcutdir"}
+              "-o", "--timeout", "--maxfail", "--confcutdir", "--devices"}
 #: Options (with their value) that do not change which checks a run selects.
 NOT_SELECTION = {"--shard", "--report-json", "--report-html", "--junitxml", "--junit-xml",
                  "--write-expectations", "-n", "--numprocesses", "--maxprocesses", "--dist",
-                 "--basetemp", "--tb", "--color", "--durations"}
+                 "--basetemp", "--tb", "--color", "--durations",
+                 "--devices"}  # which devices a node uses: all match the run's profile
 #: Flags that do not change which checks run: verbosity, output capture, summaries.
 QUIET_FLAGS = {"-q", "--quiet", "-v", "--verbose", "-s", "-l", "--showlocals",
                "--full-trace", "--no-header", "--no-summary"}

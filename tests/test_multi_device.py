@@ -251,3 +251,10 @@ def test_under_xdist_a_lost_workers_replacement_keeps_its_device(tmp_path):
         {"index": i, "name": "NVIDIA H100 80GB HBM3", "profile": "nvidia-sm90"} for i in (0, 1)]
     assert [r["device"] for r in doc["records"]] == [
         {"index": 0, "name": "NVIDIA H100 80GB HBM3"}] * 4
+
+
+def test_shards_of_nodes_that_chose_other_devices_merge_as_one_selection():
+    from reports.selection import normalized_command
+    one = normalized_command("pytest suites -n 8 --mode device --devices 0,1 --shard 1/2")
+    two = normalized_command("pytest suites --mode device --shard 2/2 --devices=2,3 -n 4")
+    assert one == two == "pytest suites --mode device"
