@@ -258,3 +258,14 @@ def test_shards_of_nodes_that_chose_other_devices_merge_as_one_selection():
     one = normalized_command("pytest suites -n 8 --mode device --devices 0,1 --shard 1/2")
     two = normalized_command("pytest suites --mode device --shard 2/2 --devices=2,3 -n 4")
     assert one == two == "pytest suites --mode device"
+
+
+def test_the_html_report_lists_the_devices():
+    from reports.html import render
+    from triton_cts.results.report_io import document
+    env = {"triton": "3.9.0", "torch": "2.13.0", "profiles": ["nvidia-sm90"], "modes": ["device"],
+           "devices": [{"index": i, "name": "NVIDIA H100", "profile": "nvidia-sm90"}
+                       for i in (0, 1)]}
+    page = render(document(env, [Record(test_id="suites/t.py::t", status=Status.PASS,
+                                        device={"index": 1, "name": "NVIDIA H100"}).to_dict()]))
+    assert "<div>0: NVIDIA H100 (nvidia-sm90)</div><div>1: NVIDIA H100 (nvidia-sm90)</div>" in page
