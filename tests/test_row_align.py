@@ -13,6 +13,7 @@ from kernels import row_align as ra
 from kernels.gelu import gelu, gelu_backward
 from kernels.glu import geglu_backward, swiglu
 from kernels.layer_norm import forward as ln_forward
+from kernels.layer_norm import plan as ln_plan
 from kernels.layer_norm import layer_norm, layer_norm_backward
 from kernels.reductions import max_dim, prod_dim
 from kernels.softmax import softmax
@@ -55,7 +56,7 @@ def test_rows_of_3000_bf16_elements_load_16_byte_vectors(monkeypatch):
             "_softmax_fwd_fused_kernel"} <= found.keys()
     assert all(found.values()), found
     # without the hint the same forward loads one element at a time
-    monkeypatch.setattr(ln_forward, "row_align", lambda n, vector: 1)
+    monkeypatch.setattr(ln_plan, "row_align", lambda n, vector: 1)
     ln_forward._forward_plan.cache_clear()
     try:
         launches = execute(lambda x, w: layer_norm(x, w, w, profile=SM90), Mode.COMPILE, SM90,

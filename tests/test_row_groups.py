@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import kernels.layer_norm as ln
+from kernels.layer_norm import plan as ln_plan
 from kernels.layer_norm import row_groups
 from kernels.layer_norm import tuning as lnt
 from triton_cts.execution import launches
@@ -84,9 +85,9 @@ def test_rows_needing_more_programs_than_are_resident_take_the_column_strategy()
 def test_the_grid_is_bounded_by_the_attached_devices_compute_units(monkeypatch):
     """A device with fewer compute units than its profile (a PCIe H100 has 114 SMs, a MIG
     slice fewer) bounds the groups: more programs than it holds would wait forever."""
-    monkeypatch.setitem(row_groups._DEVICE_UNITS, 0, 8)
-    assert row_groups._resident_units(SM90, torch.device("cuda", 0)) == 8
-    assert row_groups._resident_units(SM90, torch.device("meta")) == SM90.compute_units
+    monkeypatch.setitem(ln_plan._DEVICE_UNITS, 0, 8)
+    assert ln_plan._resident_units(SM90, torch.device("cuda", 0)) == 8
+    assert ln_plan._resident_units(SM90, torch.device("meta")) == SM90.compute_units
     plan = row_groups._row_groups_plan(SM90, 1024, 65536, torch.float32,
                                        (False, True, False, False, False, False), 8, False)
     n_groups, n_parts = plan[:2]

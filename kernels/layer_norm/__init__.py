@@ -8,6 +8,8 @@ The family is split where it divides:
 
 - :mod:`.tiles`: what forward and backward share: JIT helpers for tiles, rows and the
   optional inputs, tile sizes from the profile, argument checks;
+- :mod:`.plan`: the forward's launch (strategy, tiles, warps, grid) from the profile and
+  its tuning table, and the row-group layout both directions take;
 - :mod:`.forward`: the fused and tiled forward kernels and ``layer_norm`` / ``rms_norm``;
 - :mod:`.backward`: the fused backward kernel, its two strategies (atomic, partial) and
   the dispatch among all four;

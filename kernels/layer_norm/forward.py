@@ -23,20 +23,17 @@ import torch
 import triton
 import triton.language as tl
 
-from ..grid_stride import block_range, launch_grid
-from ..l2_hints import l2_hints
-from ..row_align import aligned, row_align
+from ..grid_stride import block_range
+from ..row_align import aligned
 from .tiles import (DTYPES, _acc_dtype, _add_pair, _check_dropout_p, _check_rows,
-                    _check_vector, _dropout_scale, _dropout_scale_parts, _fits_fused,
-                    _forward_tile, _kahan_add, _load, _load_row_constants, _prenorm_input,
-                    _row_block, _row_offsets, _tile_offsets, _tiled_forward_block, _to_acc)
+                    _check_vector, _dropout_scale, _dropout_scale_parts, _kahan_add, _load,
+                    _load_row_constants, _prenorm_input, _row_offsets, _tile_offsets, _to_acc)
 from triton_cts.execution.input_checks import (ShapeMismatchError, UnsupportedDtypeError,
                                                check_inputs)
-from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from triton_cts.profiles import Profile
 from ..fast_launch import PassedChecks, PlannedLaunch, Replays, launch_plan, signature
-from . import tuning
-from .row_groups import _why_no_groups, forward_row_groups_plan, group_units
-from .tuning import FORWARD_WARPS, RMS_FORWARD_WARPS
+from .plan import FUSED, TILED, ROW_GROUPS, forward_plan, group_units, why_no_groups
+from .row_groups import forward_row_groups_launch
 
 # --------------------------------------------------------------------------------------
 # Forward kernels.
@@ -284,6 +281,10 @@ def _layer_norm_fwd_tiled_kernel(
 
 
 
+#: The kernel of each single-launch strategy of :func:`.plan.forward_plan`.
+_KERNELS = {FUSED: _layer_norm_fwd_fused_kernel, TILED: _layer_norm_fwd_tiled_kernel}
+
+
 # --------------------------------------------------------------------------------------
 # Launchers.
 # --------------------------------------------------------------------------------------
@@ -364,7 +365,7 @@ def _layer_norm(x, weight, bias, eps, residual, rowscale, dropout_p, seed,
             rowscale is not None, dropout and bool(return_dropout_mask),
             *group_units(x.device, profile), groups_only)
         if groups_only and plan is None and n_rows and n_cols:
-            raise UnsupportedDtypeError(f"{op}: {_why_no_groups(x.dtype, n_cols, profile)}")
+            raise UnsupportedDtypeError(f"{op}: {why_no_groups(x.dtype, n_cols, profile)}")
         # (an int shape where x is 2-D: torch.empty parses it in half the time of a Size)
         known = _FORWARD_CHECKS.remember(profile, key, x.device, (
             n_rows, n_cols, n_rows if x.ndim == 2 else x.shape[:-1], plan))
@@ -424,66 +425,15 @@ def _layer_norm(x, weight, bias, eps, residual, rowscale, dropout_p, seed,
 
 
 @launch_plan
-def _forward_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  has_dropout: bool, rms: bool, has_bias: bool, has_residual: bool,
-                  store_residual_out: bool, has_rowscale: bool, store_dropout_mask: bool,
-                  units: int, interpreting: bool, groups_only: bool) -> PlannedLaunch:
-    """The forward launch: kernel, grid, constexprs and options from the profile (``units``,
-    ``interpreting``: where a row-group launch may run, :func:`.row_groups.group_units`;
-    ``groups_only``: the row-group launch or None)."""
-    if groups_only:
-        return forward_row_groups_plan(profile, n_rows, n_cols, dtype, rms, has_bias, units,
-                                       interpreting)
-    meta = dict(RNG_32BIT=profile.rng_counter_bits == 32, SELECT_LOADS=profile.select_loads,
-                COMPUTE_FP64=dtype == torch.float64, IS_RMS=rms, HAS_BIAS=has_bias,
-                HAS_RESIDUAL=has_residual, STORE_RESIDUAL_OUT=store_residual_out,
-                HAS_ROWSCALE=has_rowscale, HAS_DROPOUT=has_dropout,
-                STORE_DROPOUT_MASK=store_dropout_mask,
-                ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)))
-    if _fits_fused(n_cols, dtype, profile, has_dropout):
-        block_n = next_power_of_2(n_cols)
-        block_m = _row_block(n_rows, block_n, _forward_tile(dtype, profile, has_dropout),
-                             profile)
-        grid, grid_stride = launch_grid(profile, cdiv(n_rows, block_m))
-        return PlannedLaunch(
-            _layer_norm_fwd_fused_kernel, grid, **meta, BLOCK_M=block_m, BLOCK_N=block_n,
-            SLICE_BROADCAST=profile.slice_broadcast, GRID_STRIDE=grid_stride,
-            PAIRED_SUMS=profile.multi_operand_reduce,
-            # layer norm without masks where the tile is the rows (RMS norm: spills)
-            # measured: benchmarks/results/h200.jsonl, experiment "comments"
-            EVEN_ROWS=not rms and n_rows % block_m == 0, EVEN_N=not rms and n_cols == block_n,
-            WEIGHT_FIRST=block_m == 1 and tuning.weight_first(
-                profile, "rms_norm" if rms else "layer_norm", block_n, dtype),
-            **profile.launch_options_for(
-                block_m * block_n, dtype,
-                tuning.warps_table(profile, RMS_FORWARD_WARPS if rms else FORWARD_WARPS,
-                                   dtype)))
-    if not (rms or store_residual_out or has_dropout):
-        # long layer-norm rows in row groups (row_groups.py); RMS norm stays tiled (faster)
-        # measured: benchmarks/results/h100.jsonl, experiment "comments"
-        groups = forward_row_groups_plan(profile, n_rows, n_cols, dtype, rms, has_bias,
-                                         units, interpreting)
-        if groups is not None:
-            return groups
-    block_n, options = _tiled_forward_block(n_cols, dtype, profile, has_dropout)
-    # L2 hints: layer norm's first pass unhinted, programs capped on 32-bit data
-    # measured: benchmarks/results/h100.jsonl, experiment "comments"
-    grid = profile.capped_grid(n_rows) if rms else profile.online_grid(n_rows, dtype)
-    # the normalizing walk in the profile's shorter tiles, layer norm only
-    # measured: benchmarks/results/h200.jsonl, experiment "comments"
-    norm_block = block_n if rms else tuning.normalize_tile(profile, dtype, block_n)
-    return PlannedLaunch(_layer_norm_fwd_tiled_kernel, (grid,),
-                         **meta, BLOCK_N=block_n, NORM_BLOCK=norm_block,
-                         PAIRED_SUMS=profile.multi_operand_reduce,
-                         # the third per-tile sum on float64 only
-                         # measured: benchmarks/results/h200.jsonl, experiment "comments"
-                         THIRD_SUM=dtype.itemsize >= 8,
-                         FIRST_TILE_SUMMED=rms and dtype.itemsize == 4,
-                         # layer norm without masks where the tile divides the row
-                         # measured: benchmarks/results/h200.jsonl, experiment "comments"
-                         EVEN_N=not rms and n_cols % block_n == 0,
-                         **l2_hints(profile, keep=rms),
-                         **options)
+def _forward_plan(profile: Profile, *key):
+    """The launch of :func:`.plan.forward_plan`'s plan for ``key`` (None where it has
+    none), made once per profile and key."""
+    plan = forward_plan(profile, *key)
+    if plan is None:
+        return None
+    if plan.strategy == ROW_GROUPS:
+        return forward_row_groups_launch(plan)
+    return PlannedLaunch(_KERNELS[plan.strategy], plan.grid, **plan.meta)
 
 
 def layer_norm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

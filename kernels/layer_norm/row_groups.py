@@ -35,7 +35,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton import knobs
 
 from . import tuning
 from .column_sums import _sum_partials
@@ -44,11 +43,11 @@ from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _backward_fla
                     _dropout_scale, _grads, _add_block_column_sums, _load, _load_row_constants,
                     _load_x_dy, _prepare_backward, _row_offsets, _row_operands,
                     _store_input_grads, _tile_offsets, _to_acc, _x_dy_step)
-from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
-from triton_cts.profiles import Profile, cdiv, next_power_of_2
+from triton_cts.profiles import Profile, cdiv
 from ..fast_launch import PlannedLaunch, launch_plan
-from ..row_align import aligned, row_align
+from ..row_align import aligned
+from .plan import ForwardPlan, group_layout, group_options, group_units, why_no_groups
 
 #: Partial sums stored per row and part (three used; four keeps a part's slot aligned)
 SUMS_PER_ROW = 4
@@ -298,62 +297,13 @@ def _layer_norm_bwd_row_groups_kernel(
 # --------------------------------------------------------------------------------------
 # Launchers.
 # --------------------------------------------------------------------------------------
-#: device index -> its compute units (the device may have fewer than its profile says:
-#: a PCIe H100 has 114 SMs, a MIG slice fewer still)
-_DEVICE_UNITS: dict[int, int] = {}
-
-
-def _resident_units(profile: Profile, device: torch.device) -> int:
-    """Compute units every program of a group can be resident on: the profile's, and no
-    more than the attached device has."""
-    if device.type != "cuda":
-        return profile.compute_units
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    units = _DEVICE_UNITS.get(index)
-    if units is None:
-        units = _DEVICE_UNITS[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return min(units, profile.compute_units)
-
-
-def _groups(tile, n_rows: int, n_cols: int, dtype: torch.dtype, profile: Profile,
-            units: int, interpreting: bool):
-    """(rows a meeting, columns a program, parts a row, groups, next_power_of_2(parts)) of
-    a row-group kernel with the profile's ``tile`` for ``dtype``, or None where it does
-    not apply: no tile (64-bit data never: their arithmetic takes register pairs), or rows
-    longer than the programs ``units`` compute units keep resident (or than MAX_GRID_NUM)."""
-    if tile is None or dtype.itemsize > 4:
-        return None
-    rows, block_n, _, per_unit, *_ = tile
-    # programs run one after another in the interpreter: a group is one program there
-    block_n = next_power_of_2(n_cols) if interpreting else min(block_n, next_power_of_2(n_cols))
-    # the grid is every group's programs at once: no more than are resident, nor than
-    # the profile's grid cap (a group cannot loop over its programs)
-    slots = profile.capped_grid(units * per_unit)
-    n_parts = cdiv(n_cols, block_n)
-    if n_parts > slots:
-        return None
-    rows = min(rows, next_power_of_2(n_rows))
-    n_groups = max(1, min(cdiv(n_rows, rows), slots // n_parts))
-    return rows, block_n, n_parts, n_groups, next_power_of_2(n_parts)
-
-
-def _group_options(tile, dtype: torch.dtype, n_cols: int, profile: Profile,
-                   interpreting: bool) -> dict:
-    """What both row-group kernels take from the tile and the dtype."""
-    _, _, num_warps, per_unit, *_ = tile
-    return dict(RECONVERT=dtype.itemsize == 2,
-                F16_ASM=dtype == torch.float16 and not interpreting,
-                ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-                num_warps=num_warps, **profile.register_cap(per_unit, num_warps))
-
-
 @launch_plan
 def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
                      flag_key: tuple, units: int, interpreting: bool):
     """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
-    backward, or None where it does not apply (:func:`_groups`)."""
+    backward, or None where it does not apply (:func:`.plan.group_layout`)."""
     tile = tuning.backward_row_group_tile(profile, dtype)
-    layout = _groups(tile, n_rows, n_cols, dtype, profile, units, interpreting)
+    layout = group_layout(tile, n_rows, n_cols, dtype, profile, units, interpreting)
     if layout is None:
         return None
     rows, block_n, n_parts, n_groups, parts_block = layout
@@ -366,7 +316,7 @@ def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dt
         EVEN_ROWS=even and n_rows % rows == 0, EVEN_N=even,
         COMPENSATED=cdiv(n_rows, n_groups * rows) > COMPENSATE_MEETINGS,
         TRIPLE_SUMS=profile.multi_operand_reduce, SLICE_BROADCAST=profile.slice_broadcast,
-        **_group_options(tile, dtype, n_cols, profile, interpreting),
+        **group_options(tile, dtype, n_cols, profile, interpreting),
         **_backward_flags(profile, dtype, *flag_key))
     return n_groups, n_parts, n_groups * 2 * parts_block * rows * SUMS_PER_ROW, planned
 
@@ -387,29 +337,10 @@ class _ForwardRowGroups:
                      self.n_groups, self.n_parts)
 
 
-def forward_row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                            rms: bool, has_bias: bool, units: int,
-                            interpreting: bool) -> _ForwardRowGroups | None:
-    """The row-group forward of plain rows (no residual, rowscale nor dropout), or None
-    where it does not apply (:func:`_groups`)."""
-    tile = tuning.forward_row_group_tile(profile, dtype)
-    layout = _groups(tile, n_rows, n_cols, dtype, profile, units, interpreting)
-    if layout is None:
-        return None
-    rows, block_n, n_parts, n_groups, parts_block = layout
-    planned = PlannedLaunch(
-        _layer_norm_fwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
-        ROWS=rows, BLOCK_N=block_n, IS_RMS=rms, HAS_BIAS=has_bias,
-        PAIRED_SUMS=profile.multi_operand_reduce, SELECT_LOADS=profile.select_loads,
-        **_group_options(tile, dtype, n_cols, profile, interpreting))
-    return _ForwardRowGroups(planned, n_groups, n_parts, n_groups * 2 * parts_block * rows * 2)
-
-
-def group_units(device: torch.device, profile: Profile) -> tuple[int, bool]:
-    """(the compute units a group's programs can be resident on, whether the interpreter
-    runs the launch): what a row-group plan depends on besides the profile and shapes."""
-    return (_resident_units(profile, device),
-            bool(knobs.runtime.interpret) and not launches.capturing())
+def forward_row_groups_launch(plan: ForwardPlan) -> _ForwardRowGroups:
+    """The row-group forward launch of ``plan`` (:func:`.plan.forward_plan`)."""
+    return _ForwardRowGroups(PlannedLaunch(_layer_norm_fwd_row_groups_kernel, plan.grid,
+                                           **plan.meta), *plan.groups)
 
 
 def _plan_for(p: _Backward, profile: Profile):
@@ -458,17 +389,6 @@ def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool
         return _grads(p)
     plan = _plan_for(p, profile)
     if plan is None:
-        raise UnsupportedDtypeError(f"{op}: {_why_no_groups(x.dtype, p.n_cols, profile, 'backward')}")
+        raise UnsupportedDtypeError(f"{op}: {why_no_groups(x.dtype, p.n_cols, profile, 'backward')}")
     return _backward_row_groups(p, dropout_scale, profile, plan)
 
-
-def _why_no_groups(dtype: torch.dtype, n_cols: int, profile: Profile,
-                   direction: str = "forward") -> str:
-    """Why the row-group ``direction`` ("forward", "backward") does not take these rows."""
-    field = f"{direction}_row_group_tile"
-    if dtype.itemsize > 4:
-        return f"{dtype} is not taken (64-bit arithmetic takes register pairs)"
-    if tuning.tile_for(profile, field, dtype) is None:
-        return (f"profile '{profile.name}' has no tuning.{tuning.FAMILY}.{field} for {dtype} "
-                f"({profile.source})")
-    return f"a row of {n_cols} columns needs more programs than the device keeps resident"

@@ -23,7 +23,7 @@ from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..compute import to_compute
 from ..fast_launch import PassedChecks, launch_plan, signature
 from . import tuning
-from .tuning import BACKWARD_WARPS, TILED_WARPS
+from .tuning import BACKWARD_WARPS
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
@@ -278,19 +278,6 @@ def _row_tile(dtype: torch.dtype, profile: Profile) -> int:
     return profile.max_fused_elements(_acc_dtype(dtype))
 
 
-def _forward_row_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
-    """Most elements a fused forward program holds: the row tile, half of it with dropout,
-    whose Philox rounds keep about as many 32-bit words live again (one 4096-column float32
-    row with dropout needed 278560 bytes of the NPU's 196608-byte unified buffer, bishengir
-    UB check, triton-ascend 3.2; without dropout it fits)."""
-    tile = _row_tile(dtype, profile)
-    return max(1, tile // 2) if dropout else tile
-
-
-def _fits_fused(n_cols: int, dtype: torch.dtype, profile: Profile, dropout: bool) -> bool:
-    return n_cols <= _forward_row_tile(dtype, profile, dropout)
-
-
 def _backward_row_tile(dtype: torch.dtype, profile: Profile) -> int:
     """Longest row the fused backward holds: half the row tile. Per column it keeps x, dy,
     the weight, dx and the dweight/dbias sums, about twice the forward's arrays: at the
@@ -306,25 +293,6 @@ def _backward_row_tile_of(profile: Profile, dtype: torch.dtype) -> int:
 
 def _fits_fused_backward(n_cols: int, dtype: torch.dtype, profile: Profile) -> bool:
     return n_cols <= _backward_row_tile_of(profile, dtype)
-
-
-def _tiled_forward_block(n_cols: int, dtype: torch.dtype, profile: Profile,
-                         dropout: bool) -> tuple[int, dict[str, int]]:
-    """(columns per tile, launch options) of the tiled forward. It reduces each tile to scalars
-    at once and keeps no tile-wide accumulator, so a tile is as long as a fused row; but
-    with dropout its first pass also keeps the Philox state and stores x' and the
-    keep-mask: half the dropout row tile overflowed the NPU's unified buffer (2048 float16
-    columns: 294944 of 196608 bytes, bishengir, triton-ascend 3.2), so dropout takes a
-    quarter. Warps are those of twice the tile (x' and its centred copy are live
-    together), four times with dropout: at the tile's own warps bf16 spilled 8-16 bytes a
-    thread on sm_100 and sm_120, and the dropout quarter 16-24 bytes on sm_90, where 16
-    and 32 warps ran alike (benchmarks/results/h100.jsonl, experiment "comments"). The
-    warps (and a register cap, where the entry keeps several programs resident) come from
-    ``tuning.layer_norm.tiled_num_warps_by_block``."""
-    tile = _forward_row_tile(dtype, profile, dropout) // (2 if dropout else 1)
-    block = max(1, min(tile, next_power_of_2(n_cols)))
-    return block, profile.launch_options_for((4 if dropout else 2) * block, dtype,
-                                             tuning.warps_table(profile, TILED_WARPS, dtype))
 
 
 def _tiled_backward_block(n_cols: int, dtype: torch.dtype,
@@ -346,13 +314,6 @@ def _row_block(n_rows: int, block_n: int, tile: int, profile: Profile) -> int:
     fill = max(1, tile // block_n)
     share = _prev_power_of_2(cdiv(n_rows, profile.compute_units))
     return max(1, min(fill, share))
-
-
-def _forward_tile(dtype: torch.dtype, profile: Profile, dropout: bool) -> int:
-    # short rows stacked up to the row stack, longer ones a program each (faster)
-    # measured: benchmarks/results/h200.jsonl, experiment "comments"
-    stack = profile.row_stack_elements(dtype)
-    return min(stack, _forward_row_tile(dtype, profile, True)) if dropout else stack
 
 
 def _backward_tile(dtype: torch.dtype, profile: Profile) -> int:
