@@ -76,6 +76,27 @@ def test_a_missing_ir_type_is_a_defect_only_inside_the_interpreter(where, defect
     assert (why is not None and "no IR type for fp8e4b8" in why) == defect
 
 
+def test_an_arg_max_over_a_row_of_nan_is_an_interpreter_defect():
+    """Triton's interpreter reduces ``tl.max`` with indices through numpy's nanargmax,
+    which raises on a row holding only NaN: the size-1 reduction meets it on any NaN."""
+    from kernels.language.scans import size1_reduce
+    profile = load_profile(CHECKOUT / "vendor_profiles" / "nvidia-sm90.toml")
+    x = torch.tensor([1.0, float("nan"), 2.0])
+    try:
+        with launches.interpreted():
+            size1_reduce(x, profile=profile)
+    except Exception as exc:  # noqa: BLE001 - the interpreter's error is what is judged
+        why = interpreter_defects.known_defect(exc)
+        assert why is not None and "row of NaN only" in why, repr(exc)
+    else:
+        pytest.skip(f"triton {triton.__version__}'s interpreter reduces a row of NaN")
+    # the same message raised outside the interpreter (numpy called by a kernel's host
+    # code, say) is the caller's
+    outside = _raised_through(2, _raised_in("/site-packages/numpy/lib/_nanfunctions_impl.py",
+                                            ValueError("All-NaN slice encountered")))
+    assert interpreter_defects.known_defect(outside) is None
+
+
 def test_other_errors_are_not_interpreter_defects():
     assert interpreter_defects.known_defect(ValueError("wrong answer")) is None
     assert interpreter_defects.known_defect(

@@ -86,14 +86,19 @@ def interpreter_failure(exc: BaseException, what: str) -> str | None:
 def known_defect(exc: BaseException) -> str | None:
     """Why ``exc``, raised while interpreting a kernel, is a defect of the interpreter
     rather than of the kernel, or None. Triton 3.6's interpreter cannot build bfloat16
-    constants (its builder has no ``get_bf16``), so any kernel that makes one fails; and
-    its own ``to_ir`` has no type for AMD's float8 formats (fp8e4b8, fp8e5b16), so any
-    kernel that computes in one fails."""
+    constants (its builder has no ``get_bf16``), so any kernel that makes one fails; its
+    own ``to_ir`` has no type for AMD's float8 formats (fp8e4b8, fp8e5b16), so any kernel
+    that computes in one fails; and its ``tl.max``/``tl.min`` with indices reduce with
+    numpy's ``nanargmax``, which raises on a row holding only NaN."""
     inner = innermost(exc)
     if isinstance(inner, AttributeError) and "InterpreterBuilder" in str(inner) \
             and "get_bf16" in str(inner):
         return (f"the interpreter of triton {triton.__version__} cannot build bfloat16 "
                 "constants (InterpreterBuilder.get_bf16 is missing)")
+    if isinstance(inner, ValueError) and str(inner) == "All-NaN slice encountered" \
+            and raised_in_interpreter(exc):
+        return (f"the interpreter of triton {triton.__version__} raises on an arg-max or "
+                "arg-min over a row of NaN only (it reduces with numpy's nanargmax)")
     if isinstance(inner, ValueError) and str(inner).startswith("fail to convert ") \
             and str(inner).endswith(" to ir type") and raised_in_interpreter(exc):
         return (f"the interpreter of triton {triton.__version__} has no IR type for "
