@@ -4,8 +4,8 @@ DIR``): one self-contained page, ``DIR/index.html``, with
 - per target (profile) x mode x Triton version (x torch version where they differ) and
   run: the checks that ran, the pass rate of those, the counts by status, the known
   defects waived, the run's date and commit;
-- per op x target: the worst status, the failing dtypes and a link to the run's own
-  report;
+- per op x target: the status it reads as (status.reads_as), the failing dtypes and a
+  link to the run's own report;
 - between the Triton versions of one target: what changed (new failures, fixes, other
   status changes, compile-stat regressions, behaviour differences), from
   :func:`reports.diff.diff` and :func:`triton_cts.results.behaviour.diff`;
@@ -44,7 +44,7 @@ from triton_cts.results.expectations import (Expectation, known_defect_files, lo
                                              match_expectation)
 from triton_cts.results.records import ran, run_problems
 from triton_cts.results.report_io import ReportError, atomic_write, load_report
-from triton_cts.results.status import Status, worst
+from triton_cts.results.status import Status, reads_as
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: The project's findings, whose ids (F1, F24, ...) expectation entries name.
@@ -347,7 +347,7 @@ def model(runs: list[Run], out_dir, findings_path=FINDINGS,
             if not records:
                 cells.append(None)
                 continue
-            w = worst(r["status"] for r in records)
+            w = reads_as(r["status"] for r in records)
             link = None
             if s.run.report:
                 link = (f"{href(s.run.report)}#op={op}&profile={s.target}&mode={s.mode}"

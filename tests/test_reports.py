@@ -12,7 +12,7 @@ from reports.merge import merge
 from triton_cts.results.expectations import (Expectation, expectations_toml, load_expectations,
                                              match_expectation, parse_shard, shard_of,
                                              stale_expectations)
-from triton_cts.results.records import matrix, split_properties, verdict
+from triton_cts.results.records import cell_text, matrix, split_properties, verdict
 from triton_cts.results.report_io import (SCHEMA_VERSION, ReportError, atomic_write, document,
                                           load_report)
 from triton_cts.results.status import (Status, classify_phase, falsifying_example,
@@ -282,13 +282,24 @@ def test_matrix_counts_and_html_is_self_contained():
     profiles, rows = matrix(records)
     assert profiles == ["amd-gfx942", "nvidia-sm90"]
     gelu = next(r for r in rows if r["op"] == "gelu")["cells"]["nvidia-sm90"]
-    assert gelu["worst"] is Status.FAIL
+    assert gelu["reads_as"] is Status.FAIL
     assert gelu["counts"] == {Status.FAIL: 1, Status.NOT_SUPPORTED: 1, Status.PASS: 1}
     page = render(report(records))
     assert "<script src" not in page and "<link" not in page and "http://" not in page
     assert "triton-cts: DOES NOT CONFORM: 5 checks" in page
     assert "mm" in page and "n_regs" in page  # the compile-stats table
     assert "</script>" not in page.split('id="report-data">')[1].split("</script>")[0]
+
+
+def test_a_cell_of_passes_beside_not_supported_checks_reads_as_passed():
+    """Not-supported checks rank above passes by severity, but a cell that holds passes
+    reads as passed; one that holds only not-supported checks reads as not supported."""
+    _, rows = matrix([rec("a", "pass"), rec("b", "not_supported"),
+                      rec("c", "not_supported", profile="amd-gfx942")])
+    cells = rows[0]["cells"]
+    assert cells["nvidia-sm90"]["reads_as"] is Status.PASS
+    assert cells["amd-gfx942"]["reads_as"] is Status.NOT_SUPPORTED
+    assert cell_text(cells["nvidia-sm90"]).startswith("PASS ")
 
 
 def test_bundled_example_expectation_file_loads():

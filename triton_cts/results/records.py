@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 from triton_cts.results.numbers import error_entry, read_number
-from triton_cts.results.status import Status, parse_reproduce_failure, reproduce_failure, worst
+from triton_cts.results.status import Status, parse_reproduce_failure, reads_as, reproduce_failure
 from triton_cts.results.report_io import ReportError
 
 
@@ -231,7 +231,8 @@ def conforms(records, run: dict | None = None) -> bool:
 def matrix(records: list[dict]) -> tuple[list[str], list[dict]]:
     """Op x profile cells per suite and check parameters: ``(profiles, rows)``; each row
     has op, suite, params (the checks' other parameters, e.g. the relation, as text) and a
-    ``cells`` dict profile -> {"worst": Status, "counts": {Status: n}}."""
+    ``cells`` dict profile -> {"reads_as": Status, "counts": {Status: n}} (``reads_as``:
+    the worst status but for not-supported checks beside others, status.reads_as)."""
     profiles = sorted({r.get("profile") or "-" for r in records})
     cells: dict[tuple, dict] = defaultdict(lambda: defaultdict(Counter))
     for r in records:
@@ -240,7 +241,7 @@ def matrix(records: list[dict]) -> tuple[list[str], list[dict]]:
     rows = []
     for (op, suite, params), by_profile in sorted(cells.items()):
         rows.append({"op": op, "suite": suite, "params": params, "cells": {
-            p: {"worst": worst(c), "counts": dict(sorted(c.items(), key=lambda i: -i[0].severity))}
+            p: {"reads_as": reads_as(c), "counts": dict(sorted(c.items(), key=lambda i: -i[0].severity))}
             for p, c in by_profile.items()}})
     return profiles, rows
 
@@ -258,7 +259,7 @@ def cell_text(cell: dict | None) -> str:
     if not cell:
         return ""
     counts = " ".join(f"{n}{s.short}" for s, n in cell["counts"].items())
-    return f"{cell['worst'].value.upper()} {counts}"
+    return f"{cell['reads_as'].value.upper()} {counts}"
 
 
 def summary_table(records: list[dict], tablefmt: str = "simple") -> str:

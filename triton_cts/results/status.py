@@ -54,6 +54,14 @@ def worst(statuses) -> Status | None:
     return max(statuses, key=lambda s: s.severity) if statuses else None
 
 
+def reads_as(statuses) -> Status | None:
+    """The status a group of checks (a matrix cell) reads as: the worst, not counting
+    not-supported checks unless the group holds nothing else, so passes beside checks this
+    machine cannot run read as passed (the HTML report's matrix reads cells the same way)."""
+    statuses = [Status(s) for s in statuses]
+    return worst(s for s in statuses if s is not Status.NOT_SUPPORTED) or worst(statuses)
+
+
 # ---- quality warnings --------------------------------------------------------------------
 class QualityWarning(UserWarning):
     """Within spec but poor (spills, low occupancy, slow). A check that emits one (or any
