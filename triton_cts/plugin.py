@@ -297,6 +297,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    _group_by_op(items)
     # What each suite item checks travels with its reports (to the xdist controller too),
     # where its record is built: records never depend on parsing test ids.
     sel = selection(config)
@@ -306,6 +307,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.user_properties.append((CHECK_PROPERTY, check_fields(item, sel)))
             if ran_on is not None and lost_context.is_device_check(item):
                 item.user_properties.append((device_set.PROPERTY, ran_on))
+
+
+def _op_of(item: pytest.Item) -> str | None:
+    target = item.callspec.params.get("target") if hasattr(item, "callspec") else None
+    return target.op.name if isinstance(target, CheckTarget) else None
+
+
+def _group_by_op(items: list[pytest.Item]) -> None:
+    """Put an op's checks next to each other, across suites, in the slots checks held
+    (a stable sort: each suite's order within an op stays). xdist hands each worker a
+    contiguous share of the items, so one worker compiles an op's kernels for all its
+    suites and its later checks find them in that process's cache, instead of several
+    workers compiling the same kernels at once."""
+    slots = [i for i, item in enumerate(items) if _op_of(item) is not None]
+    ordered = sorted((items[i] for i in slots), key=_op_of)
+    for i, item in zip(slots, ordered):
+        items[i] = item
 
 
 @pytest.hookimpl(optionalhook=True)
