@@ -31,6 +31,11 @@ reduces over columns, so the strategies differ in how the row sums are combined:
   columns otherwise.
 
 The dropout backward reads the forward's stored keep-mask rather than regenerating it.
+
+Every entry point of the five is here. Which strategy a call takes, and its kernels'
+grids, tiles and warps, are decided by :func:`.plan_backward.backward_plan`: an entry
+point checks its operands, asks for the plan (once per profile and shapes) and launches
+it (the classes here, in :mod:`.long_rows` and :mod:`.row_groups`).
 """
 from __future__ import annotations
 
@@ -39,23 +44,21 @@ import triton
 import triton.language as tl
 from triton import knobs
 
-from . import tuning
-from .tiles import (CALLER_OPERANDS, COMPENSATE_ROWS,
-                    DEFAULT_ROWS_PER_PROGRAM, _acc_dtype, _add_block_column_sums,
-                    _backward_flags, _backward_row_tile, _backward_tile, _dropout_scale,
-                    _grads, _load,
-                    _load_row_constants, _load_x_dy, _prepare_backward, _row_block,
-                    _row_offsets, _row_operands, _store_input_grads, _tile_offsets, _to_acc,
-                    _x_dy_step)
-from .tuning import BACKWARD_WARPS
+from .tiles import (CALLER_OPERANDS, _acc_dtype, _add_block_column_sums, _Backward,
+                    _dropout_scale, _grads, _load, _load_row_constants, _load_x_dy,
+                    _prepare_backward, _row_offsets, _row_operands, _store_input_grads,
+                    _tile_offsets, _to_acc, _x_dy_step)
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
-from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from .column_sums import _sum_if_last, _sum_partials, last_sum_buffers
-from .row_groups import _backward_long_rows
+from triton_cts.profiles import Profile
+from .column_sums import ColumnSums, _sum_if_last, last_sum_buffers
+from .long_rows import ColumnsBackward, TiledBackward
+from .plan import group_units, why_no_groups
+from .plan_backward import (ATOMIC, COLUMNS, PARTIAL, ROW_GROUPS, TILED, UNPLACED,
+                            BackwardPlan, backward_plan, placed)
+from .row_groups import RowGroupsBackward
 from ..fast_launch import PlannedLaunch, Replays, launch, launch_plan
-from ..row_align import aligned, row_align
-
+from ..row_align import aligned
 
 
 # --------------------------------------------------------------------------------------
@@ -177,7 +180,7 @@ def _layer_norm_bwd_fused_kernel(
 
 
 # --------------------------------------------------------------------------------------
-# Launchers.
+# Launches of a backward plan (.plan_backward).
 # --------------------------------------------------------------------------------------
 _atomic_autotuners: dict = {}
 
@@ -203,48 +206,141 @@ def _atomic_kernel(profile: Profile, configs: tuple) -> triton.runtime.Autotuner
     return tuner
 
 
-def _atomic_configs(n_rows: int, block_n: int, dtype: torch.dtype, profile: Profile) -> tuple:
-    """(rows, num_warps, num_stages) per config: the profile's autotune.layer_norm_backward
-    table, or DEFAULT_ROWS_PER_PROGRAM; those whose tile exceeds the backward's row tile
-    are dropped."""
-    table = profile.autotune_configs("layer_norm_backward")
-    if table is None:
-        table = [{"ROWS_PER_PROGRAM": r} for r in DEFAULT_ROWS_PER_PROGRAM]
-    limit = _backward_row_tile(dtype, profile)
-    backward_warps = tuning.warps_table(profile, BACKWARD_WARPS, dtype)
-    configs = []
-    for cfg in table:
-        unknown = set(cfg) - {"ROWS_PER_PROGRAM", "num_warps", "num_stages"}
-        if "ROWS_PER_PROGRAM" not in cfg or unknown:
-            raise ValueError(f"{profile.source}: autotune.layer_norm_backward configs take "
-                             f"ROWS_PER_PROGRAM (required), num_warps, num_stages; got {cfg}")
-        rows = next_power_of_2(cfg["ROWS_PER_PROGRAM"])
-        if rows * block_n > limit or rows > next_power_of_2(n_rows):
-            continue
-        warps = profile.num_warps_for(rows * block_n, dtype, backward_warps)
-        configs.append((rows, cfg.get("num_warps", warps),
-                        cfg.get("num_stages", 3)))
-    if not configs:  # one row per step always fits
-        configs.append((1, profile.num_warps_for(block_n, dtype, backward_warps), 3))
-    return tuple(dict.fromkeys(configs))
+class _AtomicBackward:
+    """The atomic strategy's launch of ``plan``: the fused kernel autotuned over the
+    plan's launches (rows a program, warps, stages; the other constexprs are shared)."""
+    __slots__ = ("profile", "configs", "grid", "meta")
+
+    def __init__(self, plan: BackwardPlan, profile: Profile):
+        self.profile = profile
+        self.configs = tuple((step.tiles["ROWS_PER_PROGRAM"], step.options["num_warps"],
+                              step.options["num_stages"]) for step in plan.launches)
+        grids = {step.tiles["ROWS_PER_PROGRAM"]: step.grid for step in plan.launches}
+        self.grid = lambda meta: grids[meta["ROWS_PER_PROGRAM"]]
+        first = plan.launches[0]
+        self.meta = {**first.constexprs,
+                     **{k: v for k, v in first.tiles.items() if k != "ROWS_PER_PROGRAM"}}
+
+    def __call__(self, p: _Backward, dropout_scale: tuple):
+        n_rows, n_cols = p.n_rows, p.n_cols
+        acc = _acc_dtype(p.x.dtype)
+        dw = torch.zeros(n_cols, dtype=acc, device=p.x.device)
+        db = torch.zeros(n_cols, dtype=acc, device=p.x.device) if p.dbias is not None else None
+        launch(_atomic_kernel(self.profile, self.configs), self.grid, *_row_operands(p), dw,
+               db, dw, dw, dw, n_rows, n_cols, *dropout_scale, **self.meta)
+        p.dweight.copy_(dw)
+        if db is not None:
+            p.dbias.copy_(db)
+        return _grads(p)
 
 
-def _start_fused_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask,
-                          dropout_p, dresidual_out, has_residual, profile: Profile):
-    """What the fused strategies share before their kernels: checked operands, and the
-    finished gradients when there is nothing to launch (empty input) or the rows are
-    longer than the fused backward takes (handed to the long-row strategies); None otherwise."""
+class _PartialBackward:
+    """The partial strategy's launches of ``plan``: the fused kernel and the column sums
+    of its partial rows, or the fused kernel alone with its last program adding them
+    (``plan.last_sums``) where the call has their buffers
+    (:func:`.column_sums.last_sum_buffers`). Both replayed for inputs of one signature."""
+    __slots__ = ("planned", "summed", "sums", "programs")
+
+    def __init__(self, plan: BackwardPlan):
+        (fused,) = plan.launches
+        self.planned = PlannedLaunch(_layer_norm_bwd_fused_kernel, fused.grid, **fused.meta)
+        self.summed = (None if plan.last_sums is None else PlannedLaunch(
+            _layer_norm_bwd_fused_kernel, plan.last_sums.grid, **plan.last_sums.meta))
+        self.sums, self.programs = ColumnSums(plan.sums), plan.partials
+
+    def __call__(self, p: _Backward, dropout_scale: tuple):
+        x, n_rows, n_cols, programs = p.x, p.n_rows, p.n_cols, self.programs
+        acc = _acc_dtype(x.dtype)
+        has_bias = p.dbias is not None
+        # one launch where the host is what limits a call of few partial rows (see
+        # last_sum_buffers); while a CUDA graph is captured, two: the graph replays them faster
+        buffers = (last_sum_buffers(x.device, programs, n_cols, acc, has_bias)
+                   if self.summed is not None else None)
+        if buffers is not None:
+            planned = self.summed
+            arrived, dw, db = buffers
+        else:
+            planned = self.planned
+            dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
+            db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if has_bias else None
+            arrived = None
+        # the checks' entry stands for the profile, the options and the shapes (see Replays);
+        # the caller's tensors come first: the rest are allocated here
+        tensors = (*p[:12], dw, db, arrived)
+        key = (arrived is not None,)
+        if _REPLAYS.replay(p.checked, key, tensors, callers=CALLER_OPERANDS):
+            return _grads(p)
+        with _REPLAYS.record(p.checked, key, tensors):
+            if arrived is not None:
+                planned(*_row_operands(p), dw, db if has_bias else dw, arrived, p.dweight,
+                        p.dbias if has_bias else p.dweight, n_rows, n_cols, *dropout_scale)
+            else:
+                planned(*_row_operands(p), dw, db if has_bias else dw, dw, dw, dw, n_rows,
+                        n_cols, *dropout_scale)
+                self.sums([(dw, p.dweight)] + ([(db, p.dbias)] if has_bias else []))
+        return _grads(p)
+
+
+#: The partial-sum backward's two launches, replayed for inputs of one signature
+_REPLAYS = Replays()
+
+
+@launch_plan
+def _backward_launch(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                     flag_key: tuple, units: int, interpreting: bool, strategy: str):
+    """The launch of :func:`.plan_backward.backward_plan`'s plan (None where it has none),
+    made once per profile and key: called with a call's operands and dropout scale, it
+    returns the gradients."""
+    plan = backward_plan(profile, n_rows, n_cols, dtype, *flag_key, units, interpreting,
+                         strategy)
+    if plan is None:
+        return None
+    if plan.strategy == ATOMIC:
+        return _AtomicBackward(plan, profile)
+    return _LAUNCHES[plan.strategy](plan)
+
+
+_LAUNCHES = {PARTIAL: _PartialBackward, TILED: TiledBackward, COLUMNS: ColumnsBackward,
+             ROW_GROUPS: RowGroupsBackward}
+
+
+def _backward(op: str, strategy: str, dy, x, weight, bias, mean, rstd, rms, rowscale,
+              dropout_mask, dropout_p, dresidual_out, has_residual, profile: Profile):
+    """Every backward entry point: the checked operands, then the launch of the plan of
+    ``strategy`` for them (no launch for an empty input)."""
     p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
                                          dropout_mask, dropout_p, dresidual_out, has_residual,
                                          profile)
-    n_rows, n_cols = p.n_rows, p.n_cols
-    if n_rows == 0 or n_cols == 0:
-        return p, dropout_scale, _grads(p)
-    if not p.checked.fused:
-        return p, dropout_scale, _backward_long_rows(p, dropout_scale, profile)
-    return p, dropout_scale, None
+    if p.n_rows == 0 or p.n_cols == 0:
+        return _grads(p)
+    # where the launch runs is read (one device query) only where the plan may need it
+    where = (group_units(x.device, profile) if placed(strategy, p.checked.fused)
+             else UNPLACED)
+    planned = _backward_launch(profile, p.n_rows, p.n_cols, x.dtype, p.flag_key, *where,
+                               strategy)
+    if planned is None:
+        if strategy == ATOMIC:
+            acc = _acc_dtype(x.dtype)
+            raise UnsupportedDtypeError(
+                f"{op}: {x.dtype} accumulates in {acc}, and profile '{profile.name}' has no "
+                f"{acc} atomic_add (atomics.add in {profile.source})")
+        why = why_no_groups(x.dtype, p.n_cols, profile, "backward")
+        raise UnsupportedDtypeError(f"{op}: {why}")
+    return planned(p, dropout_scale)
 
 
+def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                  flag_key: tuple):
+    """(programs, the fused kernel's launch, the same launch with its last program adding
+    the partial rows, else None) of the partial strategy's plan
+    (:func:`.plan_backward.backward_plan`) for rows that fit the fused backward."""
+    plan = backward_plan(profile, n_rows, n_cols, dtype, *flag_key, *UNPLACED, PARTIAL)
+    return plan.partials, plan.launches[0], plan.last_sums
+
+
+# --------------------------------------------------------------------------------------
+# Entry points.
+# --------------------------------------------------------------------------------------
 def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
                                rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
                                dresidual_out=None, has_residual: bool = False,
@@ -253,36 +349,9 @@ def layer_norm_backward_atomic(dy, x, weight, bias, mean, rstd, *, rms: bool = F
     for float64 inputs); rows per program autotuned. Rows beyond half the fused tile take
     the long-row strategies (row groups or columns). See :func:`layer_norm_backward` for
     the arguments."""
-    op = "layer_norm_backward_atomic"
-    p, dropout_scale, done = _start_fused_backward(
-        op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
-        dresidual_out, has_residual, profile)
-    if done is not None:
-        return done
-    n_rows, n_cols = p.n_rows, p.n_cols
-    acc = _acc_dtype(x.dtype)
-    if not profile.supports_atomic("add", acc):
-        raise UnsupportedDtypeError(
-            f"{op}: {x.dtype} accumulates in {acc}, and profile '{profile.name}' has no "
-            f"{acc} atomic_add (atomics.add in {profile.source})")
-    dw = torch.zeros(n_cols, dtype=acc, device=x.device)
-    db = torch.zeros(n_cols, dtype=acc, device=x.device) if p.dbias is not None else None
-    block_n = next_power_of_2(n_cols)
-    kernel = _atomic_kernel(profile, _atomic_configs(n_rows, block_n, x.dtype, profile))
-    # a few programs per compute unit walk the rows: each atomic add rounds the float32
-    # sums once, and one per row block (65536 programs) erred by 2x the float32 bound
-    programs = profile.compute_units * profile.partials_per_compute_unit
-    grid = lambda meta: (profile.capped_grid(min(programs,  # noqa: E731
-                                                 cdiv(n_rows, meta["ROWS_PER_PROGRAM"]))),)
-    launch(kernel, grid, *_row_operands(p), dw, db, dw, dw, dw, n_rows, n_cols, *dropout_scale,
-           BLOCK_N=block_n, ATOMIC=True, COMPENSATED=n_rows > COMPENSATE_ROWS,
-           EVEN_ROWS=False, EVEN_N=False, PREFETCH=False, LAST_SUMS=False, SUM_BLOCK_P=1,
-           SLICE_BROADCAST=profile.slice_broadcast,
-           ROW_ALIGN=row_align(n_cols, profile.vector_elements(x.dtype)), **p.flags)
-    p.dweight.copy_(dw)
-    if db is not None:
-        p.dbias.copy_(db)
-    return _grads(p)
+    return _backward("layer_norm_backward_atomic", ATOMIC, dy, x, weight, bias, mean, rstd,
+                     rms, rowscale, dropout_mask, dropout_p, dresidual_out, has_residual,
+                     profile)
 
 
 def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
@@ -297,88 +366,51 @@ def layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, *, rms: bool = 
     profile, shape and choice of those two (their sums' last bits may differ). Rows beyond
     half the fused tile take the long-row strategies (row groups or columns). See
     :func:`layer_norm_backward` for the arguments."""
-    op = "layer_norm_backward_partial"
-    p, dropout_scale, done = _start_fused_backward(
-        op, dy, x, weight, bias, mean, rstd, rms, rowscale, dropout_mask, dropout_p,
-        dresidual_out, has_residual, profile)
-    if done is not None:
-        return done
-    n_rows, n_cols = p.n_rows, p.n_cols
-    acc = _acc_dtype(x.dtype)
-    programs, planned, summed = _partial_plan(profile, n_rows, n_cols, x.dtype, p.flag_key)
-    has_bias = p.dbias is not None
-    # one launch where the host is what limits a call of few partial rows (see
-    # last_sum_buffers); while a CUDA graph is captured, two: the graph replays them faster
-    buffers = (last_sum_buffers(x.device, programs, n_cols, acc, has_bias)
-               if summed is not None else None)
-    if buffers is not None:
-        planned = summed
-        arrived, dw, db = buffers
-    else:
-        dw = torch.empty(programs, n_cols, dtype=acc, device=x.device)
-        db = torch.empty(programs, n_cols, dtype=acc, device=x.device) if has_bias else None
-        arrived = None
-    # the checks' entry stands for the profile, the options and the shapes (see Replays);
-    # the caller's tensors come first: the rest are allocated here
-    tensors = (*p[:12], dw, db, arrived)
-    key = (arrived is not None,)
-    if _REPLAYS.replay(p.checked, key, tensors, callers=CALLER_OPERANDS):
-        return _grads(p)
-    with _REPLAYS.record(p.checked, key, tensors):
-        if arrived is not None:
-            planned(*_row_operands(p), dw, db if has_bias else dw, arrived, p.dweight,
-                    p.dbias if has_bias else p.dweight, n_rows, n_cols, *dropout_scale)
-        else:
-            planned(*_row_operands(p), dw, db if has_bias else dw, dw, dw, dw, n_rows, n_cols,
-                    *dropout_scale)
-            _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if has_bias else []), profile)
-    return _grads(p)
+    return _backward("layer_norm_backward_partial", PARTIAL, dy, x, weight, bias, mean, rstd,
+                     rms, rowscale, dropout_mask, dropout_p, dresidual_out, has_residual,
+                     profile)
 
 
-#: The partial-sum backward's two launches, replayed for inputs of one signature
-_REPLAYS = Replays()
+def layer_norm_backward_tiled(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                              rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                              dresidual_out=None, has_residual: bool = False,
+                              profile: Profile):
+    """Backward for any row length: a dx kernel looping over column tiles (two passes per
+    row) and a dweight/dbias kernel over column blocks looping over rows
+    (:mod:`.long_rows`). See :func:`layer_norm_backward` for the arguments."""
+    return _backward("layer_norm_backward_tiled", TILED, dy, x, weight, bias, mean, rstd,
+                     rms, rowscale, dropout_mask, dropout_p, dresidual_out, has_residual,
+                     profile)
 
 
-@launch_plan
-def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  flag_key: tuple) -> tuple[int, PlannedLaunch, PlannedLaunch | None]:
-    """(programs, the launch of the partial-sum backward's dx kernel, the same launch with
-    its last program adding the partial rows where the profile takes that, else None);
-    ``flag_key`` is what the operands' constexprs are built from (``_Backward.flag_key``)."""
-    block_n = next_power_of_2(n_cols)
-    block_m = _row_block(n_rows, block_n, _backward_tile(dtype, profile), profile)
-    # a few programs per compute unit: one left too few warps in flight
-    # measured: benchmarks/results/h200.jsonl, experiment "comments"
-    partials = profile.compute_units * tuning.partials_for(profile, dtype, stacked=block_m > 1)
-    programs = profile.capped_grid(min(partials, cdiv(n_rows, block_m)))
-    # without masks where a program holds one row (faster; stacked rows, RMS norm slower)
-    # measured: benchmarks/results/h200.jsonl, experiment "comments"
-    even = not flag_key[0] and block_m == 1 and n_cols == block_n
-    # one row a program, where the profile says: the next row's x and dy are loaded before
-    # this row's sums, so a program keeps loads in flight through them (stacked rows lost
-    # so: see tuning.layer_norm.backward_prefetch in nvidia-sm90-h200.toml). Not on float64:
-    # its spills at 4096 columns went from 48 to 176 bytes a thread with it (sm_90)
-    prefetch = block_m == 1 and dtype.itemsize <= 4 and tuning.backward_prefetch(profile)
-    meta = dict(
-        ROWS_PER_PROGRAM=block_m, BLOCK_N=block_n, ATOMIC=False,
-        COMPENSATED=n_rows > COMPENSATE_ROWS, EVEN_ROWS=even, EVEN_N=even, PREFETCH=prefetch,
-        SLICE_BROADCAST=profile.slice_broadcast,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        **profile.launch_options_for(block_m * block_n, dtype,
-                                     tuning.warps_table(profile, BACKWARD_WARPS, dtype)),
-        **_backward_flags(profile, dtype, *flag_key))
-    # few partial rows (tuning.layer_norm.backward_last_sum_bytes): the last program adds
-    # them in tiles of its own rows (at least two), which keeps the kernel's registers
-    # (sm_90, triton 3.9: 48 to 163 a thread at 64 to 4096 columns, within 3 of the
-    # kernel without the sums; the whole partials in one tile took 64 -> 106-255 and
-    # spilled, twice its rows 160 -> 202 at 32 stacked rows)
-    last_sums = tuning.backward_last_sum(profile, programs, n_cols, _acc_dtype(dtype))
-    sum_block_p = min(next_power_of_2(programs), max(2, block_m))
-    return (programs,
-            PlannedLaunch(_layer_norm_bwd_fused_kernel, (programs,), **meta,
-                          LAST_SUMS=False, SUM_BLOCK_P=1),
-            PlannedLaunch(_layer_norm_bwd_fused_kernel, (programs,), **meta,
-                          LAST_SUMS=True, SUM_BLOCK_P=sum_block_p) if last_sums else None)
+def layer_norm_backward_columns(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                                rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                                dresidual_out=None, has_residual: bool = False,
+                                profile: Profile):
+    """Backward for any row length in three launches (:mod:`.long_rows`): the row sums
+    (one walk over each row for the three scalars its dx needs), a column kernel (a
+    column block of a split of the rows a program: dx, and the dweight/dbias partials
+    summed in registers), and the partials' column sums in a fixed order. Bitwise
+    reproducible for a given profile and shape. See :func:`layer_norm_backward` for the
+    arguments."""
+    return _backward("layer_norm_backward_columns", COLUMNS, dy, x, weight, bias, mean, rstd,
+                     rms, rowscale, dropout_mask, dropout_p, dresidual_out, has_residual,
+                     profile)
+
+
+def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
+                                   rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
+                                   dresidual_out=None, has_residual: bool = False,
+                                   profile: Profile):
+    """Backward for any row length with each row split over a group of resident programs
+    that exchange their partial sums (:mod:`.row_groups`), and the dweight/dbias
+    partials' column sums in a fixed order. Not supported on profiles without
+    ``tuning.layer_norm.backward_row_group_tile`` for the dtype, nor for rows longer than
+    the programs the device keeps resident. See :func:`layer_norm_backward` for the
+    arguments."""
+    return _backward("layer_norm_backward_row_groups", ROW_GROUPS, dy, x, weight, bias, mean,
+                     rstd, rms, rowscale, dropout_mask, dropout_p, dresidual_out,
+                     has_residual, profile)
 
 
 def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
@@ -397,12 +429,11 @@ def layer_norm_backward(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
     ``x'`` plus ``dresidual_out``, before dropout and rowscale (dx is that times
     keep / (1 - p) * rowscale).
     """
-    # the partial strategy hands rows past the fused backward to the long-row ones
+    # the partial strategy's plan hands rows past the fused backward to the long-row ones
     return layer_norm_backward_partial(dy, x, weight, bias, mean, rstd, rms=rms,
                                        rowscale=rowscale, dropout_mask=dropout_mask,
                                        dropout_p=dropout_p, dresidual_out=dresidual_out,
                                        has_residual=has_residual, profile=profile)
-
 
 
 def rms_norm_backward(dy, x, weight, rstd, *, profile: Profile):

@@ -1,17 +1,18 @@
 """The column sums of partial rows: dweight and dbias from the rows of partials that the
-partial-sum and column backward strategies write, added in a fixed order, so that those
-strategies are bitwise reproducible for a given profile and shape."""
+partial-sum, column and row-group backward strategies write, added in a fixed order, so
+that those strategies are bitwise reproducible for a given profile and shape. Their
+launch (tiles, grid, warps) is :func:`.plan_backward.column_sum_plan`'s."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from .tiles import _column_block, _load_with, _tile_offsets, _to_acc
-from triton_cts.profiles import Profile, cdiv, next_power_of_2
-from ..fast_launch import PlannedLaunch, launch_plan, stream_buffers
+from .plan_backward import SumPlan
+from .tiles import _load_with, _tile_offsets, _to_acc
+from ..fast_launch import PlannedLaunch, stream_buffers
 from ..grid_stride import last_to_finish, rearm
-from ..row_align import aligned, row_align
+from ..row_align import aligned
 
 
 @triton.jit
@@ -76,33 +77,24 @@ def _sum_rows_kernel(
                      BLOCK_N, SELECT_LOADS, COMPUTE_FP64, "")
 
 
-def _sum_partials(pairs: list[tuple[torch.Tensor, torch.Tensor]], profile: Profile) -> None:
-    """Column sums of one or two (partial [n_partials, N], out [N]) pairs, in one launch
-    (one a pair where the profile's grid cap is below a program a pair)."""
-    if len(pairs) > profile.max_grid_num:
-        for pair in pairs:
-            _sum_partials([pair], profile)
-        return
-    partial, out = pairs[0]
-    partial_2, out_2 = pairs[-1]
-    n_partials, n_cols = partial.shape
-    n_programs, planned = _sum_plan(profile, n_partials, n_cols, partial.dtype, len(pairs))
-    planned(partial, out, partial_2, out_2, n_programs, n_partials, n_cols)
+class ColumnSums:
+    """The launch of a :class:`.plan_backward.SumPlan`: called with one or two (partial
+    [n_partials, N], out [N]) pairs, dweight's and dbias's, it adds each partial's rows
+    into its out."""
+    __slots__ = ("planned", "programs", "separate")
 
+    def __init__(self, plan: SumPlan):
+        self.planned = PlannedLaunch(_sum_rows_kernel, plan.launch.grid, **plan.launch.meta)
+        self.programs, self.separate = plan.programs, plan.separate
 
-@launch_plan
-def _sum_plan(profile: Profile, n_partials: int, n_cols: int, dtype: torch.dtype,
-              n_pairs: int) -> tuple[int, PlannedLaunch]:
-    """(programs per pair, the launch) of :func:`_sum_partials`."""
-    block_n = _column_block(n_cols, profile)
-    block_p = max(1, min(next_power_of_2(n_partials),
-                         profile.max_fused_elements(dtype) // block_n))
-    n_programs = max(1, min(cdiv(n_cols, block_n), profile.max_grid_num // n_pairs))
-    return n_programs, PlannedLaunch(
-        _sum_rows_kernel, (n_programs * n_pairs,), BLOCK_P=block_p, BLOCK_N=block_n,
-        SELECT_LOADS=profile.select_loads, COMPUTE_FP64=dtype == torch.float64,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        num_warps=profile.num_warps_for(block_p * block_n, dtype))
+    def __call__(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        if self.separate:
+            for partial, out in pairs:
+                self.planned(partial, out, partial, out, self.programs, *partial.shape)
+            return
+        partial, out = pairs[0]
+        partial_2, out_2 = pairs[-1]
+        self.planned(partial, out, partial_2, out_2, self.programs, *partial.shape)
 
 
 def last_sum_buffers(device: torch.device, programs: int, n_cols: int, dtype: torch.dtype,

@@ -4,12 +4,16 @@ forward's arrays a column: half the fused tile): the tiled and column strategies
 - tiled: a dx kernel (two walks over a row's column tiles, the second relying on the cache
   to still hold the row) and a dweight/dbias kernel (column blocks, looping over rows),
   which reads x and dy again: up to 7 passes of x, dy and dx.
-- columns (the default): a row-sums kernel (one walk over each row for the three scalars
+- columns (the default where row groups, :mod:`.row_groups`, do not apply): a row-sums
+  kernel (one walk over each row for the three scalars
   its dx needs) and a column kernel (a column block of a split of the rows a program: dx,
   and the dweight/dbias partials summed in registers), whose partial rows are summed in a
   fixed order (:mod:`.column_sums`). Five passes that do not rely on the cache:
   forward+backward at bf16 1024x65536 went from 53 to 63% of copy on an H100
   (benchmarks/results/h100.jsonl, experiment "h100-triton3.6-long-rows").
+
+Their tiles, grids and warps are decided by :func:`.plan_backward.backward_plan`; the
+classes at the end launch its plan.
 """
 from __future__ import annotations
 
@@ -17,16 +21,13 @@ import torch
 import triton
 import triton.language as tl
 
-from .column_sums import _sum_partials
-from .tiles import (COMPENSATE_ROWS, _acc_dtype, _add_triple, _Backward, _backward_flags,
-                    _column_sum_tile, _column_tile, _dropout_scale, _grads, _kahan_add, _load,
-                    _load_hinted, _load_row_constants, _prepare_backward, _row_offsets,
-                    _row_operands, _store_input_grads, _tile_offsets, _tiled_backward_block,
-                    _to_acc)
-from triton_cts.profiles import Profile, cdiv
-from ..fast_launch import PlannedLaunch, launch, launch_plan
-from ..l2_hints import l2_hints
-from ..row_align import aligned, row_align
+from .column_sums import ColumnSums
+from .plan_backward import BackwardPlan
+from .tiles import (_acc_dtype, _add_triple, _Backward, _dropout_scale, _grads, _kahan_add,
+                    _load, _load_hinted, _load_row_constants, _row_offsets, _row_operands,
+                    _store_input_grads, _tile_offsets, _to_acc)
+from ..fast_launch import PlannedLaunch
+from ..row_align import aligned
 
 
 @triton.jit
@@ -310,115 +311,50 @@ def _layer_norm_bwd_columns_kernel(
 
 
 # --------------------------------------------------------------------------------------
-# Launchers.
+# Launches of a backward plan (.plan_backward).
 # --------------------------------------------------------------------------------------
-def _backward_tiled(p: _Backward, dropout_scale: tuple, profile: Profile):
-    n_rows, n_cols = p.n_rows, p.n_cols
-    dtype = p.x.dtype
-    block_n, options = _tiled_backward_block(n_cols, dtype, profile)
-    flags = {k: v for k, v in p.flags.items() if k != "HAS_BIAS"}
-    mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
-    launch(_layer_norm_bwd_dx_tiled_kernel, (profile.capped_grid(n_rows),),
-        *_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale, BLOCK_N=block_n,
-        TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)), **l2_hints(profile),
-        **options, **flags)
-    block_m, block_n, num_warps = _column_sum_tile(n_rows, n_cols, dtype, profile)
-    launch(_layer_norm_bwd_dwdb_kernel, (profile.capped_grid(cdiv(n_cols, block_n)),),
-        p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix, p.dweight,
-        p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols,
-        BLOCK_M=block_m, BLOCK_N=block_n, IS_RMS=p.flags["IS_RMS"],
-        HAS_BIAS=p.dbias is not None, COMPENSATED=n_rows > COMPENSATE_ROWS,
-        SELECT_LOADS=profile.select_loads, SLICE_BROADCAST=profile.slice_broadcast,
-        COMPUTE_FP64=p.flags["COMPUTE_FP64"],
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        num_warps=num_warps)
-    return _grads(p)
+class TiledBackward:
+    """The tiled strategy's launches of ``plan``: called with a call's operands and
+    dropout scale, it launches the dx kernel, then the dweight/dbias kernel."""
+    __slots__ = ("dx", "dwdb")
 
+    def __init__(self, plan: BackwardPlan):
+        dx, dwdb = plan.launches
+        self.dx = PlannedLaunch(_layer_norm_bwd_dx_tiled_kernel, dx.grid, **dx.meta)
+        self.dwdb = PlannedLaunch(_layer_norm_bwd_dwdb_kernel, dwdb.grid, **dwdb.meta)
 
-def _backward_columns(p: _Backward, dropout_scale: tuple, profile: Profile):
-    n_rows, n_cols = p.n_rows, p.n_cols
-    dtype = p.x.dtype
-    row_sums = torch.empty(3, n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
-    sums_plan, n_splits, work, columns_plan = _columns_plan(profile, n_rows, n_cols, dtype,
-                                                            p.flag_key)
-    sums_plan(p.dy, p.x, p.weight, p.mean if p.mean is not None else p.rstd, p.rstd,
-              row_sums, n_rows, n_cols)
-    acc = _acc_dtype(dtype)
-    dw = torch.empty(n_splits, n_cols, dtype=acc, device=p.x.device)
-    db = (torch.empty(n_splits, n_cols, dtype=acc, device=p.x.device)
-          if p.dbias is not None else None)
-    columns_plan(*_row_operands(p), row_sums, dw, db if db is not None else dw, n_rows,
-                 n_cols, *dropout_scale, *work)
-    _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
-    return _grads(p)
-
-
-@launch_plan
-def _columns_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  flag_key: tuple) -> tuple[PlannedLaunch, int, tuple, PlannedLaunch]:
-    """(the row sums' launch, row splits, the column kernel's integer arguments: column
-    blocks, rows a split and (column block, split) pairs, its launch) of the column
-    strategy."""
-    flags = _backward_flags(profile, dtype, *flag_key)
-    # a forward tile's warps for the tiled backward (32 warps measured slower)
-    # measured: benchmarks/results/h100.jsonl, experiment "comments"
-    block_n, _ = _tiled_backward_block(n_cols, dtype, profile)
-    options = profile.launch_options_for(block_n, dtype)
-    sums = PlannedLaunch(
-        _layer_norm_bwd_row_sums_kernel, (profile.capped_grid(n_rows),), BLOCK_N=block_n,
-        IS_RMS=flags["IS_RMS"], SELECT_LOADS=profile.select_loads,
-        COMPUTE_FP64=flags["COMPUTE_FP64"],
-        TRIPLE_SUMS=profile.multi_operand_reduce and dtype != torch.float64,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)),
-        EVICT=l2_hints(profile)["STREAM"], **options)
-    block_m, block_n, num_warps, programs = _column_tile(n_rows, n_cols, dtype, profile)
-    n_col_blocks = cdiv(n_cols, block_n)
-    # row splits until the (column block, split) pairs give every compute unit its
-    # programs; each split's rows are whole tiles
-    n_splits = max(1, min(cdiv(n_rows, block_m), cdiv(programs, n_col_blocks)))
-    rows_per_split = cdiv(cdiv(n_rows, n_splits), block_m) * block_m
-    n_splits = cdiv(n_rows, rows_per_split)
-    n_tasks = n_col_blocks * n_splits
-    columns = PlannedLaunch(
-        _layer_norm_bwd_columns_kernel, (profile.capped_grid(n_tasks),), BLOCK_M=block_m,
-        BLOCK_N=block_n, COMPENSATED=rows_per_split > COMPENSATE_ROWS,
-        SLICE_BROADCAST=profile.slice_broadcast,
-        ROW_ALIGN=row_align(n_cols, profile.vector_elements(dtype)), num_warps=num_warps,
-        **flags)
-    return sums, n_splits, (n_col_blocks, rows_per_split, n_tasks), columns
-
-
-def layer_norm_backward_tiled(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
-                              rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
-                              dresidual_out=None, has_residual: bool = False,
-                              profile: Profile):
-    """Backward for any row length: a dx kernel looping over column tiles (two passes per
-    row) and a dweight/dbias kernel over column blocks looping over rows. See
-    :func:`layer_norm_backward` for the arguments."""
-    op = "layer_norm_backward_tiled"
-    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
-                                         dropout_mask, dropout_p, dresidual_out, has_residual,
-                                         profile)
-    n_rows, n_cols = p.n_rows, p.n_cols
-    if n_rows == 0 or n_cols == 0:
+    def __call__(self, p: _Backward, dropout_scale: tuple):
+        n_rows, n_cols = p.n_rows, p.n_cols
+        mean_fix = torch.empty(n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
+        self.dx(*_row_operands(p), mean_fix, n_rows, n_cols, *dropout_scale)
+        self.dwdb(p.dy, p.x, p.mean if p.mean is not None else p.rstd, p.rstd, mean_fix,
+                  p.dweight, p.dbias if p.dbias is not None else p.dweight, n_rows, n_cols)
         return _grads(p)
-    return _backward_tiled(p, dropout_scale, profile)
 
 
-def layer_norm_backward_columns(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
-                                rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
-                                dresidual_out=None, has_residual: bool = False,
-                                profile: Profile):
-    """Backward for any row length in three launches: the row sums (one walk over each
-    row for the three scalars its dx needs), a column kernel (a column block of a split
-    of the rows a program: dx, and the dweight/dbias partials summed in registers), and
-    the partials' column sums in a fixed order. Bitwise reproducible for a given profile
-    and shape. See :func:`layer_norm_backward` for the arguments."""
-    op = "layer_norm_backward_columns"
-    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
-                                         dropout_mask, dropout_p, dresidual_out, has_residual,
-                                         profile)
-    if p.n_rows == 0 or p.n_cols == 0:
+class ColumnsBackward:
+    """The column strategy's launches of ``plan``: the row sums, the column kernel, then
+    the column sums of its partial rows."""
+    __slots__ = ("row_sums", "columns", "sums", "n_splits", "work")
+
+    def __init__(self, plan: BackwardPlan):
+        row_sums, columns = plan.launches
+        self.row_sums = PlannedLaunch(_layer_norm_bwd_row_sums_kernel, row_sums.grid,
+                                      **row_sums.meta)
+        self.columns = PlannedLaunch(_layer_norm_bwd_columns_kernel, columns.grid,
+                                     **columns.meta)
+        self.sums, self.n_splits, self.work = ColumnSums(plan.sums), plan.partials, plan.scalars
+
+    def __call__(self, p: _Backward, dropout_scale: tuple):
+        n_rows, n_cols = p.n_rows, p.n_cols
+        row_sums = torch.empty(3, n_rows, dtype=p.rstd.dtype, device=p.rstd.device)
+        self.row_sums(p.dy, p.x, p.weight, p.mean if p.mean is not None else p.rstd, p.rstd,
+                      row_sums, n_rows, n_cols)
+        acc = _acc_dtype(p.x.dtype)
+        dw = torch.empty(self.n_splits, n_cols, dtype=acc, device=p.x.device)
+        db = (torch.empty(self.n_splits, n_cols, dtype=acc, device=p.x.device)
+              if p.dbias is not None else None)
+        self.columns(*_row_operands(p), row_sums, dw, db if db is not None else dw, n_rows,
+                     n_cols, *dropout_scale, *self.work)
+        self.sums([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []))
         return _grads(p)
-    return _backward_columns(p, dropout_scale, profile)

@@ -8,7 +8,7 @@ whole rows, several when they are short), ``row_groups`` for longer plain layer-
 where the profile has a row-group tile and a row's programs fit the resident ones (each
 row split over a group of programs that meet, :mod:`.row_groups`), ``tiled`` otherwise
 (a program walks its row in column tiles). The row-group layout (:func:`group_layout`) is
-the backward's too.
+the backward's too (its plan: :mod:`.plan_backward`).
 """
 from __future__ import annotations
 

@@ -29,6 +29,10 @@ The forward (``tuning.layer_norm.forward_row_group_tile``, ``_32bit``) meets onc
 block: each program stores its slice's mean and sum of squared deviations from it, and
 every program combines the group's in a fixed order and normalizes its slice from its
 registers. x is read once, where the tiled forward walks a row three times.
+
+Where each direction takes row groups, and their layout, tiles and warps, are decided by
+the plans (:func:`.plan.forward_plan`, :func:`.plan_backward.backward_plan`); the classes
+at the end launch them.
 """
 from __future__ import annotations
 
@@ -36,24 +40,16 @@ import torch
 import triton
 import triton.language as tl
 
-from . import tuning
-from .column_sums import _sum_partials
-from .long_rows import _backward_columns
-from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _backward_flags,
-                    _dropout_scale, _grads, _add_block_column_sums, _load, _load_row_constants,
-                    _load_x_dy, _prepare_backward, _row_offsets, _row_operands,
-                    _store_input_grads, _tile_offsets, _to_acc, _x_dy_step)
-from triton_cts.execution.input_checks import UnsupportedDtypeError
-from triton_cts.profiles import Profile, cdiv
-from ..fast_launch import PlannedLaunch, launch_plan
+from .column_sums import ColumnSums
+from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _dropout_scale, _grads,
+                    _add_block_column_sums, _load, _load_row_constants, _load_x_dy,
+                    _row_offsets, _row_operands, _store_input_grads, _tile_offsets, _to_acc,
+                    _x_dy_step)
+from triton_cts.profiles import Profile
+from ..fast_launch import PlannedLaunch
 from ..row_align import aligned
-from .plan import ForwardPlan, group_layout, group_options, group_units, why_no_groups
-
-#: Partial sums stored per row and part (three used; four keeps a part's slot aligned)
-SUMS_PER_ROW = 4
-#: Meetings past which dweight/dbias sums are compensated (a plain sum missed the bound)
-#: measured: benchmarks/results/h100.jsonl, experiment "comments"
-COMPENSATE_MEETINGS = 1024
+from .plan import ForwardPlan
+from .plan_backward import ROW_GROUPS, BackwardPlan, backward_plan
 
 
 @triton.jit
@@ -295,32 +291,8 @@ def _layer_norm_bwd_row_groups_kernel(
 
 
 # --------------------------------------------------------------------------------------
-# Launchers.
+# Launches of the plans (.plan, .plan_backward).
 # --------------------------------------------------------------------------------------
-@launch_plan
-def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                     flag_key: tuple, units: int, interpreting: bool):
-    """(groups, parts a row, elements of the sums' buffer, the launch) of the row-group
-    backward, or None where it does not apply (:func:`.plan.group_layout`)."""
-    tile = tuning.backward_row_group_tile(profile, dtype)
-    layout = group_layout(tile, n_rows, n_cols, dtype, profile, units, interpreting)
-    if layout is None:
-        return None
-    rows, block_n, n_parts, n_groups, parts_block = layout
-    even = not flag_key[0] and n_cols % block_n == 0  # flag_key[0]: RMS norm
-    planned = PlannedLaunch(
-        _layer_norm_bwd_row_groups_kernel, (n_groups * n_parts,), PARTS_BLOCK=parts_block,
-        ROWS=rows, BLOCK_N=block_n, PREFETCH=tile[4:] == (2,),
-        # layer norm without masks where its tiles divide the rows (measured faster)
-        # measured: benchmarks/results/h200.jsonl, experiment "comments"
-        EVEN_ROWS=even and n_rows % rows == 0, EVEN_N=even,
-        COMPENSATED=cdiv(n_rows, n_groups * rows) > COMPENSATE_MEETINGS,
-        TRIPLE_SUMS=profile.multi_operand_reduce, SLICE_BROADCAST=profile.slice_broadcast,
-        **group_options(tile, dtype, n_cols, profile, interpreting),
-        **_backward_flags(profile, dtype, *flag_key))
-    return n_groups, n_parts, n_groups * 2 * parts_block * rows * SUMS_PER_ROW, planned
-
-
 class _ForwardRowGroups:
     """The row-group forward as a layer-norm forward plan: called with the forward
     launch's arguments, it makes the group statistics' buffer and counters and launches."""
@@ -343,52 +315,38 @@ def forward_row_groups_launch(plan: ForwardPlan) -> _ForwardRowGroups:
                                            **plan.meta), *plan.groups)
 
 
-def _plan_for(p: _Backward, profile: Profile):
-    return _row_groups_plan(profile, p.n_rows, p.n_cols, p.x.dtype, p.flag_key,
-                            *group_units(p.x.device, profile))
+class RowGroupsBackward:
+    """The row-group strategy's launches of ``plan``: the row-group kernel, then the column
+    sums of its partial rows (one a group)."""
+    __slots__ = ("planned", "sums", "n_groups", "n_parts", "n_sums")
 
+    def __init__(self, plan: BackwardPlan):
+        (groups,) = plan.launches
+        self.planned = PlannedLaunch(_layer_norm_bwd_row_groups_kernel, groups.grid,
+                                     **groups.meta)
+        self.sums = ColumnSums(plan.sums)
+        (self.n_groups, self.n_parts), self.n_sums = plan.scalars, plan.scratch
 
-def _backward_row_groups(p: _Backward, dropout_scale: tuple, profile: Profile, plan):
-    n_groups, n_parts, n_sums, planned = plan
-    device = p.x.device
-    acc = _acc_dtype(p.x.dtype)
-    sums = torch.empty(n_sums, dtype=acc, device=device)
-    arrived = torch.zeros(n_groups, dtype=torch.int32, device=device)
-    dw = torch.empty(n_groups, p.n_cols, dtype=acc, device=device)
-    db = torch.empty(n_groups, p.n_cols, dtype=acc, device=device) if p.dbias is not None else None
-    planned(*_row_operands(p), sums, arrived, dw, db if db is not None else dw, p.n_rows,
-            p.n_cols, *dropout_scale, n_groups, n_parts)
-    _sum_partials([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []), profile)
-    return _grads(p)
-
-
-def _backward_long_rows(p: _Backward, dropout_scale: tuple, profile: Profile):
-    """Rows past the fused backward: row groups where the profile has their tile and a
-    row's programs fit the resident ones, the column strategy otherwise."""
-    plan = _plan_for(p, profile)
-    if plan is None:
-        return _backward_columns(p, dropout_scale, profile)
-    return _backward_row_groups(p, dropout_scale, profile, plan)
-
-
-def layer_norm_backward_row_groups(dy, x, weight, bias, mean, rstd, *, rms: bool = False,
-                                   rowscale=None, dropout_mask=None, dropout_p: float = 0.0,
-                                   dresidual_out=None, has_residual: bool = False,
-                                   profile: Profile):
-    """Backward for any row length with each row split over a group of resident programs
-    that exchange their partial sums (see the module docstring), and the dweight/dbias
-    partials' column sums in a fixed order. Not supported on profiles without
-    ``tuning.layer_norm.backward_row_group_tile`` for the dtype, nor for rows longer than
-    the programs the device keeps resident. See :func:`layer_norm_backward` for the
-    arguments."""
-    op = "layer_norm_backward_row_groups"
-    p, dropout_scale = _prepare_backward(op, dy, x, weight, bias, mean, rstd, rms, rowscale,
-                                         dropout_mask, dropout_p, dresidual_out, has_residual,
-                                         profile)
-    if p.n_rows == 0 or p.n_cols == 0:
+    def __call__(self, p: _Backward, dropout_scale: tuple):
+        n_groups = self.n_groups
+        device = p.x.device
+        acc = _acc_dtype(p.x.dtype)
+        sums = torch.empty(self.n_sums, dtype=acc, device=device)
+        arrived = torch.zeros(n_groups, dtype=torch.int32, device=device)
+        dw = torch.empty(n_groups, p.n_cols, dtype=acc, device=device)
+        db = (torch.empty(n_groups, p.n_cols, dtype=acc, device=device)
+              if p.dbias is not None else None)
+        self.planned(*_row_operands(p), sums, arrived, dw, db if db is not None else dw,
+                     p.n_rows, p.n_cols, *dropout_scale, n_groups, self.n_parts)
+        self.sums([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []))
         return _grads(p)
-    plan = _plan_for(p, profile)
-    if plan is None:
-        raise UnsupportedDtypeError(f"{op}: {why_no_groups(x.dtype, p.n_cols, profile, 'backward')}")
-    return _backward_row_groups(p, dropout_scale, profile, plan)
 
+
+def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
+                     flag_key: tuple, units: int, interpreting: bool):
+    """(groups, parts a row, elements of the sums' buffer, the row-group kernel's launch)
+    of the row-group backward's plan (:func:`.plan_backward.backward_plan`), or None where
+    it does not apply (:func:`.plan.group_layout`)."""
+    plan = backward_plan(profile, n_rows, n_cols, dtype, *flag_key, units, interpreting,
+                         ROW_GROUPS)
+    return None if plan is None else (*plan.scalars, plan.scratch, plan.launches[0])

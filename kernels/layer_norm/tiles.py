@@ -6,7 +6,8 @@ selects afterwards (SIMD NPUs read every masked-off address); SLICE_BROADCAST lo
 per-row constants (mean, rstd, rowscale) once as a [BLOCK_M] vector and broadcasts the
 values instead of loading through a [BLOCK_M, 1] pointer column. Grids are capped at the
 profile's MAX_GRID_NUM and programs walk rows (or row or column blocks) in grid-stride
-loops with int64 offsets.
+loops with int64 offsets. The tile sizes here are what the plans (:mod:`.plan`,
+:mod:`.plan_backward`) build the launches from.
 """
 from __future__ import annotations
 
@@ -28,14 +29,6 @@ from .tuning import BACKWARD_WARPS
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 STAT_DTYPES = (torch.float32, torch.float64)
 MASK_DTYPES = (torch.bool, torch.uint8)
-#: Rows past which the dweight/dbias sums are compensated (Kahan): a lane then adds
-#: hundreds of row blocks or more, and a plain float32 sum drifts past the float32 bound;
-#: below it the plain sums are exact enough and keep the kernels' registers (the
-#: compensation costs 25 to 50 more a thread on sm_90).
-COMPENSATE_ROWS = 1 << 15
-#: Rows per program the atomic backward tries when the profile lists no
-#: ``autotune.layer_norm_backward`` configs (filtered to those whose tile fits).
-DEFAULT_ROWS_PER_PROGRAM = (1, 4, 16, 64)
 
 
 # --------------------------------------------------------------------------------------
