@@ -365,23 +365,28 @@ def test_online_grid_caps_32bit_rows_only():
         sm90.derive(**{"launch.online_programs_per_compute_unit_32bit": 0})
 
 
+def _partial_plan(profile, n_rows, n_cols, dtype, flags):
+    """The layer-norm backward's partial-strategy plan of rows that fit its fused kernel."""
+    from kernels.layer_norm.plan_backward import PARTIAL, UNPLACED, backward_plan
+    return backward_plan(profile, n_rows, n_cols, dtype, *flags, *UNPLACED, PARTIAL)
+
+
 def test_backward_warps_table_reaches_both_dx_kernels():
     """``tuning.layer_norm.backward_num_warps_by_block`` (and ``_32bit``) set the warps and
     register cap of the layer-norm backward's fused and tiled dx kernels; without it they
     take the general tables."""
-    from kernels.layer_norm.backward import _partial_plan
     from kernels.layer_norm.tiles import _tiled_backward_block
 
     sm90 = load_profiles()["nvidia-sm90"]
     flags = (False, True, False, False, False, False)
-    _, plan, *_ = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
+    plan = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags).launches[0]
     assert plan.meta["num_warps"] == sm90.num_warps_for(4096, torch.bfloat16)
     assert _tiled_backward_block(65536, torch.float32, sm90)[1] == {
         "num_warps": sm90.num_warps_for(2 * 8192, torch.float32)}
     tuned = sm90.derive(**{
         "tuning.layer_norm.backward_num_warps_by_block": [[4096, 8], [16384, 16, 2]],
         "tuning.layer_norm.backward_num_warps_by_block_32bit": [[16384, 16]]})
-    _, plan, *_ = _partial_plan(tuned, 16384, 4096, torch.bfloat16, flags)
+    plan = _partial_plan(tuned, 16384, 4096, torch.bfloat16, flags).launches[0]
     assert plan.meta["num_warps"] == 8 and "maxnreg" not in plan.meta
     block, options = _tiled_backward_block(65536, torch.bfloat16, tuned)
     assert (block, options) == (8192, {"num_warps": 16, "maxnreg": 64})
@@ -389,16 +394,14 @@ def test_backward_warps_table_reaches_both_dx_kernels():
 
 
 def test_partial_backward_takes_the_16bit_partials_only_for_stacked_rows():
-    from kernels.layer_norm.backward import _partial_plan
-
     sm90 = load_profiles()["nvidia-sm90"]
     flags = (False, True, False, False, False, False)
     units = sm90.compute_units
-    stacked, plan, *_ = _partial_plan(sm90, 32768, 1024, torch.bfloat16, flags)
-    assert plan.meta["ROWS_PER_PROGRAM"] > 1 and stacked == 4 * units
-    single, plan, *_ = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
-    assert plan.meta["ROWS_PER_PROGRAM"] == 1 and single == 2 * units
-    assert _partial_plan(sm90, 32768, 1024, torch.float32, flags)[0] == 2 * units
+    stacked = _partial_plan(sm90, 32768, 1024, torch.bfloat16, flags)
+    assert stacked.launches[0].meta["ROWS_PER_PROGRAM"] > 1 and stacked.partials == 4 * units
+    single = _partial_plan(sm90, 16384, 4096, torch.bfloat16, flags)
+    assert single.launches[0].meta["ROWS_PER_PROGRAM"] == 1 and single.partials == 2 * units
+    assert _partial_plan(sm90, 32768, 1024, torch.float32, flags).partials == 2 * units
 
 
 def test_softmax_row_tile_shortens_the_forward_tile_of_16_bit_data_only():

@@ -7,7 +7,7 @@ import torch
 
 import kernels.layer_norm as ln
 from kernels.layer_norm import plan as ln_plan
-from kernels.layer_norm import row_groups
+from kernels.layer_norm.plan_backward import ROW_GROUPS, backward_plan
 from kernels.layer_norm import tuning as lnt
 from triton_cts.execution import launches
 from triton_cts.execution.input_checks import UnsupportedDtypeError
@@ -82,15 +82,19 @@ def test_rows_needing_more_programs_than_are_resident_take_the_column_strategy()
         ln.layer_norm_backward_row_groups(*_operands(8, 64, torch.float64), profile=SM90)
 
 
+def _row_groups_plan(profile, n_rows, n_cols, dtype, flags, units, interpreting):
+    return backward_plan(profile, n_rows, n_cols, dtype, *flags, units, interpreting, ROW_GROUPS)
+
+
 def test_the_grid_is_bounded_by_the_attached_devices_compute_units(monkeypatch):
     """A device with fewer compute units than its profile (a PCIe H100 has 114 SMs, a MIG
     slice fewer) bounds the groups: more programs than it holds would wait forever."""
     monkeypatch.setitem(ln_plan._DEVICE_UNITS, 0, 8)
     assert ln_plan._resident_units(SM90, torch.device("cuda", 0)) == 8
     assert ln_plan._resident_units(SM90, torch.device("meta")) == SM90.compute_units
-    plan = row_groups._row_groups_plan(SM90, 1024, 65536, torch.float32,
-                                       (False, True, False, False, False, False), 8, False)
-    n_groups, n_parts = plan[:2]
+    plan = _row_groups_plan(SM90, 1024, 65536, torch.float32,
+                            (False, True, False, False, False, False), 8, False)
+    n_groups, n_parts = plan.scalars
     assert n_groups * n_parts <= 8 * lnt.backward_row_group_tile(SM90, torch.float32)[3]
 
 
@@ -98,9 +102,9 @@ def test_the_interpreter_runs_a_group_as_one_program():
     """The interpreter runs programs one after another, so a program waiting for another
     would wait forever: there a group is one program holding whole rows."""
     flags = (False, True, False, False, False, False)
-    n_groups, n_parts, _, planned = row_groups._row_groups_plan(
-        SM90, 64, 65536, torch.bfloat16, flags, SM90.compute_units, True)
-    assert n_parts == 1 and planned.grid == (n_groups,)
+    plan = _row_groups_plan(SM90, 64, 65536, torch.bfloat16, flags, SM90.compute_units, True)
+    n_groups, n_parts = plan.scalars
+    assert n_parts == 1 and plan.launches[0].grid == (n_groups,)
 
 
 @needs_interpreter
@@ -175,9 +179,9 @@ def test_groups_meeting_many_times_compensate_their_column_sums():
     H100; the benchmark's long rows meet 64 times and keep the plain sums."""
     flags = (False, True, False, False, False, False)
     def compensated(n_rows, n_cols):
-        plan = row_groups._row_groups_plan(SM90, n_rows, n_cols, torch.float32, flags,
-                                           SM90.compute_units, False)
-        return plan[3].meta["COMPENSATED"]
+        plan = _row_groups_plan(SM90, n_rows, n_cols, torch.float32, flags,
+                                SM90.compute_units, False)
+        return plan.launches[0].meta["COMPENSATED"]
     assert compensated(2097153, 4) and not compensated(1024, 65536)
 
 

@@ -329,15 +329,6 @@ def _backward(op: str, strategy: str, dy, x, weight, bias, mean, rstd, rms, rows
     return planned(p, dropout_scale)
 
 
-def _partial_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                  flag_key: tuple):
-    """(programs, the fused kernel's launch, the same launch with its last program adding
-    the partial rows, else None) of the partial strategy's plan
-    (:func:`.plan_backward.backward_plan`) for rows that fit the fused backward."""
-    plan = backward_plan(profile, n_rows, n_cols, dtype, *flag_key, *UNPLACED, PARTIAL)
-    return plan.partials, plan.launches[0], plan.last_sums
-
-
 # --------------------------------------------------------------------------------------
 # Entry points.
 # --------------------------------------------------------------------------------------

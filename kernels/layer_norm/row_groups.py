@@ -45,11 +45,10 @@ from .tiles import (_acc_dtype, _add_pair, _add_triple, _Backward, _dropout_scal
                     _add_block_column_sums, _load, _load_row_constants, _load_x_dy,
                     _row_offsets, _row_operands, _store_input_grads, _tile_offsets, _to_acc,
                     _x_dy_step)
-from triton_cts.profiles import Profile
 from ..fast_launch import PlannedLaunch
 from ..row_align import aligned
 from .plan import ForwardPlan
-from .plan_backward import ROW_GROUPS, BackwardPlan, backward_plan
+from .plan_backward import BackwardPlan
 
 
 @triton.jit
@@ -340,13 +339,3 @@ class RowGroupsBackward:
                      p.n_rows, p.n_cols, *dropout_scale, n_groups, self.n_parts)
         self.sums([(dw, p.dweight)] + ([(db, p.dbias)] if db is not None else []))
         return _grads(p)
-
-
-def _row_groups_plan(profile: Profile, n_rows: int, n_cols: int, dtype: torch.dtype,
-                     flag_key: tuple, units: int, interpreting: bool):
-    """(groups, parts a row, elements of the sums' buffer, the row-group kernel's launch)
-    of the row-group backward's plan (:func:`.plan_backward.backward_plan`), or None where
-    it does not apply (:func:`.plan.group_layout`)."""
-    plan = backward_plan(profile, n_rows, n_cols, dtype, *flag_key, units, interpreting,
-                         ROW_GROUPS)
-    return None if plan is None else (*plan.scalars, plan.scratch, plan.launches[0])
