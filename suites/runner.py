@@ -212,11 +212,9 @@ def other_values(target, case, kind: str = "normal"):
     another seed, built into arguments as ``strategies.cases`` does. Normal values differ
     from any drawn case's almost surely (a resample of all -inf rows or of a few ties may
     not), and no correct implementation is near its bound on them."""
-    from suites.strategies import make_values, with_layout
+    from suites.strategies import build_case
     seed = (case.seed + SECOND_CALL_SEED) % 2**31
-    x = with_layout(make_values(case.shape, case.dtype, kind, seed), case.layout)
-    args, kwargs = target.op.make_args(x, torch.Generator().manual_seed(seed + 1))
-    return case._replace(kind=kind, seed=seed, args=args, kwargs=kwargs)
+    return build_case(target.op, case.dtype, case.shape, kind, seed, case.layout)
 
 
 def same_bits(a, b) -> bool:

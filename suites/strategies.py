@@ -6,6 +6,7 @@ device; ``TRITON_CTS_MAX_NUMEL`` overrides both).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -47,12 +48,40 @@ def profile_dims(profile: Profile | None, dtype: torch.dtype | None) -> tuple[in
     compute 16-bit inputs in (and may size their tiles by)."""
     if profile is None or dtype is None:
         return ()
+    return tuple(dict.fromkeys(n for _, n in named_boundaries(profile, dtype)))
+
+
+def named_boundaries(profile: Profile, dtype: torch.dtype) -> list[tuple[str, int]]:
+    """profile_dims' row lengths with their names, in its order: ``fused-1``, ``fused``,
+    ``fused+1`` (MAX_FUSED_SIZE), ``fused/2-1`` ..., ``block-1`` ... (the elementwise
+    block), then the same counted in float32 for a 16-bit dtype, named with `` (f32)``."""
     out = []
     for counted_in in dict.fromkeys((dtype, torch.float32 if dtype.itemsize < 4 else dtype)):
+        suffix = "" if counted_in == dtype else " (f32)"
         fused = profile.max_fused_elements(counted_in)
-        for size in (fused, fused // 2, profile.elementwise_block(counted_in)):
-            out += [size - 1, size, size + 1]
-    return tuple(dict.fromkeys(out))
+        for name, size in (("fused", fused), ("fused/2", fused // 2),
+                           ("block", profile.elementwise_block(counted_in))):
+            out += [(f"{name}{step}{suffix}", size + d)
+                    for step, d in (("-1", -1), ("", 0), ("+1", 1))]
+    return out
+
+
+def is_prime(n: int) -> bool:
+    return n >= 2 and all(n % d for d in range(2, int(n ** 0.5) + 1))
+
+
+def boundary_labels(n: int, profile: Profile, dtype: torch.dtype) -> tuple[str, ...]:
+    """The special row lengths ``n`` is: ``1``, ``prime``, and its names among the
+    profile's boundaries (named_boundaries)."""
+    labels = ["1"] if n == 1 else ["prime"] if is_prime(n) else []
+    return tuple(labels + [name for name, size in named_boundaries(profile, dtype) if size == n])
+
+
+def reachable_boundaries(profile: Profile, dtype: torch.dtype, max_numel: int) -> tuple[str, ...]:
+    """The boundaries (boundary_labels' names) a shape of at most ``max_numel`` elements
+    can have as its row length: what the shapes strategy offers."""
+    return ("1", "prime") + tuple(name for name, size in named_boundaries(profile, dtype)
+                                  if size <= max_numel)
 
 
 @st.composite
@@ -75,11 +104,18 @@ def shapes(draw, op: OpSpec, max_numel: int = MAX_NUMEL, profile: Profile | None
     return tuple(out)
 
 
+def effective_kind(kind: str, dtype: torch.dtype) -> str:
+    """The value kind make_values gives for ``kind`` in ``dtype``: integers have no
+    subnormals, inf or NaN, so those kinds are normal values there."""
+    if not dtype.is_floating_point and kind in ("tiny", "with_specials", "neg_inf_rows"):
+        return "normal"
+    return kind
+
+
 def make_values(shape, dtype: torch.dtype, kind: str, seed: int) -> torch.Tensor:
     """Input values of one named distribution, made in float64 then rounded to ``dtype``."""
     gen = torch.Generator().manual_seed(seed)
-    if not dtype.is_floating_point and kind in ("tiny", "with_specials", "neg_inf_rows"):
-        kind = "normal"  # integers have no subnormals, inf or NaN
+    kind = effective_kind(kind, dtype)
     x = torch.randn(shape, generator=gen, dtype=torch.float64)
     if kind == "large_offset":    # mean >> spread: catastrophic cancellation in E[x^2]-E[x]^2
         x = 1e3 * (1 + 9 * torch.rand((), generator=gen, dtype=torch.float64)) + x * 1e-1
@@ -164,9 +200,28 @@ def cases_at(draw, op: OpSpec, dtype: torch.dtype, shape: tuple[int, ...],
     kind = draw(st.sampled_from(kinds))
     seed = draw(st.integers(0, 2**31 - 1))
     layout = draw(st.sampled_from(LAYOUTS))
+    return build_case(op, dtype, shape, kind, seed, layout)
+
+
+def build_case(op: OpSpec, dtype: torch.dtype, shape: tuple[int, ...], kind: str, seed: int,
+               layout: str) -> Case:
+    """The case of these values (make_values), laid out so (with_layout), built into the
+    op's arguments from ``seed + 1``."""
     x = with_layout(make_values(shape, dtype, kind, seed), layout)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
     return Case(shape, dtype, kind, seed, layout, args, kwargs)
+
+
+def effective_layout(shape: tuple[int, ...], layout: str) -> str:
+    """The layout an input of ``shape`` laid out as ``layout`` (with_layout) really has: a
+    0-d or 1-element input is contiguous whatever was asked, a 1-D ``transposed`` one is
+    strided, and a view whose gaps fall only along dims of size 1 is contiguous."""
+    if layout == "contiguous" or math.prod(shape) <= 1:
+        return "contiguous"
+    if layout == "transposed" and len(shape) >= 2:
+        return "contiguous" if 1 in shape[-2:] else layout
+    # strided (asked, or a 1-D transposed): gaps after every element of the last dim
+    return "contiguous" if shape[-1] == 1 and math.prod(shape[:-1]) == 1 else "strided"
 
 
 @st.composite
@@ -181,13 +236,8 @@ def derived_profiles(draw, profile: Profile) -> Profile:
     fused = draw(st.sampled_from([64, 128, 256, 512, 1024]))
     # a target with the tensor-descriptor matmul keeps it, with a small tile too; one with
     # its own 16-bit partial count keeps that, drawn small like the other
-    optional = ({"autotune.matmul_tma": [draw(small_matmul_configs(profile))]}
-                if profile.autotune_configs("matmul_tma") is not None else {})
-    if "partials_per_compute_unit_16bit" in profile.tuning_overrides("layer_norm"):
-        optional["tuning.layer_norm.partials_per_compute_unit_16bit"] = draw(st.integers(1, 3))
-    for field in ("programs_per_compute_unit", "programs_per_compute_unit_32bit"):
-        if field in profile.tuning_overrides("reductions"):
-            optional[f"tuning.reductions.{field}"] = draw(st.integers(1, 3))
+    optional = {name: [draw(small_matmul_configs(profile))] if name == MATMUL_TMA
+                else draw(st.integers(1, 3)) for name in _targets_own_fields(profile)}
     derived = profile.derive(
         name=f"{profile.name}~fuzzed",
         **optional,
@@ -221,6 +271,29 @@ def derived_profiles(draw, profile: Profile) -> Profile:
             "peak.dense_tflops": draw(st.sampled_from([
                 {}, {k: v / 256 for k, v in profile["peak.dense_tflops"].items()}])),
         })
+    return _with_small_tiles(profile, derived)
+
+
+#: The tensor-descriptor matmul's autotune field, which only some targets have.
+MATMUL_TMA = "autotune.matmul_tma"
+
+
+def _targets_own_fields(profile: Profile) -> list[str]:
+    """Fields of ``profile`` a derived profile sets small that only some targets have: the
+    tensor-descriptor matmul's configs, the layer norm's 16-bit partial count, the
+    reductions' programs per compute unit."""
+    names = [MATMUL_TMA] if profile.autotune_configs("matmul_tma") is not None else []
+    if "partials_per_compute_unit_16bit" in profile.tuning_overrides("layer_norm"):
+        names.append("tuning.layer_norm.partials_per_compute_unit_16bit")
+    names += [f"tuning.reductions.{field}" for field in ("programs_per_compute_unit",
+                                                         "programs_per_compute_unit_32bit")
+              if field in profile.tuning_overrides("reductions")]
+    return names
+
+
+def _with_small_tiles(profile: Profile, derived: Profile) -> Profile:
+    """``derived`` with the layer norm's column and row-group tiles made from its small
+    column_sum_tile and partial count (where ``profile`` has them)."""
     # the layer-norm column backward: the dweight/dbias tile and partial count drawn above
     # (several column blocks and row splits, a ragged last split), with no draw of its
     # own, so that every other example stays what it was
@@ -260,6 +333,80 @@ def small_matmul_configs(draw, profile: Profile) -> dict[str, int]:
             "GROUP_SIZE_M": draw(st.integers(1, 3)),
             "num_warps": draw(_small_warps(profile)),
             "num_stages": draw(st.sampled_from([1, 2]))}
+
+
+# ---- covering cases: every value class, layout and boundary in every run --------------
+#: Rows of each covering case: several programs for row kernels, more rows than the
+#: covering profile's grid cap (so grid-stride loops loop), and finite rows beside the
+#: -inf ones of neg_inf_rows.
+COVERING_ROWS = 3
+#: The covering cases' seeds: this plus the case's index, the same for every target, so a
+#: launch identical under two targets is interpreted once (execution/launch_memo.py).
+COVERING_SEED = 0x5EED
+#: A prime row length for a profile whose boundaries hold none.
+COVERING_PRIME = 13
+_SMALL_MATMUL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16,
+                 "GROUP_SIZE_M": 2, "num_warps": 1, "num_stages": 1}
+#: The covering profile's constants: derived_profiles' tiny ones, each at one fixed value.
+#: MAX_FUSED_SIZE and the elementwise block of 128 bytes make the boundaries few (the two
+#: coincide) and every covering row span a few tiles; a grid cap of 2 under COVERING_ROWS
+#: rows makes grid-stride loops loop.
+COVERING_CONSTANTS = {
+    "launch.max_fused_size_bytes": 128,
+    "launch.elementwise_block_bytes": 128,
+    "launch.row_stack_bytes": 16,
+    "launch.max_grid_num": 2,
+    "limits.compute_units": 2,
+    "launch.partials_per_compute_unit": 2,
+    "tuning.layer_norm.column_sum_tile": [2, 4, 1],
+    "autotune.matmul": [_SMALL_MATMUL],
+    "autotune.attention": [{"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}],
+    "autotune.attention_backward": [{"BLOCK_M1": 16, "BLOCK_N1": 16, "BLOCK_M2": 16,
+                                     "BLOCK_N2": 16, "num_warps": 1, "num_stages": 1}],
+}
+
+
+def covering_profile(profile: Profile) -> Profile:
+    """The profile the covering cases run under: ``profile``'s target, capabilities and IO
+    strategy with COVERING_CONSTANTS (the fields only some targets have set small too), so
+    a few short rows reach the fused and tiled paths, several tiles, programs and partial
+    sums, and grid-stride loops, in interpreter mode as on a device."""
+    own = {name: [_SMALL_MATMUL] if name == MATMUL_TMA else 2
+           for name in _targets_own_fields(profile)}
+    derived = profile.derive(name=f"{profile.name}~covering", **own, **COVERING_CONSTANTS)
+    return _with_small_tiles(profile, derived)
+
+
+def covering_shape(op: OpSpec, rows: int, n: int) -> tuple[int, ...]:
+    """``rows`` rows of ``n`` as ``op`` takes them: 2-D, or with leading dims of 1 for an
+    op of more dims (the last two stay (rows, n), so a transposed view is one), or one row
+    of ``n`` for an op of one dim."""
+    if op.max_ndim < 2:
+        return (n,)
+    return (1,) * (max(2, op.min_ndim) - 2) + (rows, n)
+
+
+def covering_lengths(profile: Profile, dtype: torch.dtype) -> list[int]:
+    """The covering cases' row lengths: every boundary of ``profile`` (named_boundaries),
+    longest first, with COVERING_PRIME where none is a prime, then 1."""
+    lengths = sorted({n for _, n in named_boundaries(profile, dtype) if n > 1}, reverse=True)
+    return lengths + ([] if any(map(is_prime, lengths)) else [COVERING_PRIME]) + [1]
+
+
+def covering_cases(op: OpSpec, profile: Profile, dtype: torch.dtype,
+                   kinds: tuple[str, ...] = VALUE_KINDS) -> list[Case]:
+    """A fixed list of cases that meets every value class in ``kinds``, every layout and
+    every row length of covering_lengths (the boundaries of ``profile``, a prime, 1) at
+    least once, each in COVERING_ROWS rows: case i has the i-th class (normal values
+    last: the other classes take the longer rows), the i-th length and the i-th layout
+    of LAYOUTS, each list taken cyclically; as many cases as the longer of the classes
+    and the lengths."""
+    lengths = covering_lengths(profile, dtype)
+    kinds = tuple(dict.fromkeys(effective_kind(k, dtype) for k in kinds))
+    kinds = tuple(k for k in kinds if k != "normal") + tuple(k for k in kinds if k == "normal")
+    return [build_case(op, dtype, covering_shape(op, COVERING_ROWS, lengths[i % len(lengths)]),
+                       kinds[i % len(kinds)], COVERING_SEED + i, LAYOUTS[i % len(LAYOUTS)])
+            for i in range(max(len(kinds), len(lengths), len(LAYOUTS)))]
 
 
 # ---- atomics x autotune: inputs where a clobbered accumulator shows -----------------

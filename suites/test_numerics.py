@@ -96,6 +96,39 @@ def test_matches_reference_at_profile_boundaries(target, dtype, boundary, data, 
 
 
 @pytest.mark.cts_modes("device", "interpreter")
+def test_matches_reference_on_covering_cases(target, dtype, repro, record_property):
+    """Every value class the op takes, every layout and every boundary row length, in
+    every run whatever the seed: the fixed cases of strategies.covering_cases (a few
+    short rows each, under strategies.covering_profile: the target's own IO strategy
+    with tiny blocks, so the fused, tiled, multi-program and grid-stride paths run), each
+    against the float64 reference as test_matches_reference checks a drawn case. A case
+    a known gap makes not supported is recorded and the others still run."""
+    profile = hh.covering_profile(target.profile)
+    kinds = runner.value_kinds(target, dtype, record_property)
+    cases = hh.covering_cases(target.op, profile, dtype, kinds)
+    skipped = []
+    for i, case in enumerate(cases):
+        where = (f"covering case {i + 1} of {len(cases)}: row length {case.shape[-1]} "
+                 f"({', '.join(hh.boundary_labels(case.shape[-1], profile, dtype)) or '-'})")
+        try:
+            with ah.context(target, case, repro, profile):
+                out = runner.run_target(target, case.args, case.kwargs, profile=profile)
+            records = ah.check_outputs(target, case, out, repro, profile=profile)
+        except pytest.skip.Exception as exc:  # this case only: the others still run
+            skipped.append((f"{where}, {case.describe()}", str(exc)))
+            continue
+        except Exception as exc:
+            exc.add_note(where)
+            raise
+        _record(record_property, records)
+    if skipped and len(skipped) == len(cases):
+        pytest.skip(skipped[0][1])
+    if skipped:
+        record_property("covering cases not supported",
+                        "; ".join(f"{where}: {why}" for where, why in skipped))
+
+
+@pytest.mark.cts_modes("device", "interpreter")
 @given(data=st.data())
 def test_matches_reference_under_fuzzed_constants(target, dtype, data, repro, record_property):
     derived = data.draw(hh.derived_profiles(target.profile), label="derived profile")

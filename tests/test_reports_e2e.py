@@ -25,20 +25,20 @@ def test_clean_run_writes_json_and_html_and_conforms(tmp_path):
     result = run_pytest("suites/test_numerics.py", *GELU, "--mode", "interpreter",
                         "--report-json", str(out), "--report-html", str(page))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "triton-cts: CONFORMS: 12 checks (12 pass)" in result.stdout
-    assert "gelu  test_numerics  PASS 12P" in result.stdout  # the terminal matrix
+    assert "triton-cts: CONFORMS: 16 checks (16 pass)" in result.stdout
+    assert "gelu  test_numerics  PASS 16P" in result.stdout  # the terminal matrix
     doc = load_report(out)
     env = doc["environment"]
     assert env["triton"] and env["torch"] and env["profiles"] == ["nvidia-sm90"]
     assert env["hypothesis"]["profile"] == "ci" and "--report-json" in env["command"]
-    assert len(doc["records"]) == 12
+    assert len(doc["records"]) == 16
     for r in doc["records"]:
         assert (r["op"], r["impl"], r["profile"], r["mode"], r["suite"]) == \
             ("gelu", "reference", "nvidia-sm90", "interpreter", "test_numerics")
         assert r["dtype"] in {"float16", "bfloat16", "float32", "float64"}
         assert r["status"] == "pass" and r["repro"].startswith("pytest 'suites/test_numerics.py::")
         assert r["errors"] and all(isinstance(e["rtol"], float) for e in r["errors"])
-    assert "triton-cts: CONFORMS: 12 checks" in page.read_text()
+    assert "triton-cts: CONFORMS: 16 checks" in page.read_text()
 
 
 @needs_interpreter
