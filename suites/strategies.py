@@ -395,18 +395,21 @@ def covering_lengths(profile: Profile, dtype: torch.dtype) -> list[int]:
 
 def covering_cases(op: OpSpec, profile: Profile, dtype: torch.dtype,
                    kinds: tuple[str, ...] = VALUE_KINDS) -> list[Case]:
-    """A fixed list of cases that meets every value class in ``kinds``, every layout and
-    every row length of covering_lengths (the boundaries of ``profile``, a prime, 1) at
-    least once, each in COVERING_ROWS rows: case i has the i-th class (normal values
-    last: the other classes take the longer rows), the i-th length and the i-th layout
-    of LAYOUTS, each list taken cyclically; as many cases as the longer of the classes
-    and the lengths."""
-    lengths = covering_lengths(profile, dtype)
+    """A fixed list of cases that meets every value class in ``kinds`` on a row longer than
+    1, every layout and every row length of covering_lengths (the boundaries of
+    ``profile``, a prime, 1) at least once, each in COVERING_ROWS rows: case i has the
+    i-th class (normal values last), the i-th length longer than 1 and the i-th layout of
+    LAYOUTS, each list taken cyclically, as many cases as the longer of the classes and
+    the lengths; then a case of normal values on rows of 1."""
+    *lengths, one = covering_lengths(profile, dtype)
     kinds = tuple(dict.fromkeys(effective_kind(k, dtype) for k in kinds))
     kinds = tuple(k for k in kinds if k != "normal") + tuple(k for k in kinds if k == "normal")
-    return [build_case(op, dtype, covering_shape(op, COVERING_ROWS, lengths[i % len(lengths)]),
-                       kinds[i % len(kinds)], COVERING_SEED + i, LAYOUTS[i % len(LAYOUTS)])
-            for i in range(max(len(kinds), len(lengths), len(LAYOUTS)))]
+    specs = [(kinds[i % len(kinds)], lengths[i % len(lengths)])
+             for i in range(max(len(kinds), len(lengths), len(LAYOUTS)))]
+    specs.append(("normal" if "normal" in kinds else kinds[-1], one))
+    return [build_case(op, dtype, covering_shape(op, COVERING_ROWS, n), kind,
+                       COVERING_SEED + i, LAYOUTS[i % len(LAYOUTS)])
+            for i, (kind, n) in enumerate(specs)]
 
 
 # ---- atomics x autotune: inputs where a clobbered accumulator shows -----------------
