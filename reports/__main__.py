@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from reports.diff import diff
 from reports.merge import merge
-from triton_cts.results import behaviour
+from triton_cts.results import behaviour, input_coverage
 from triton_cts.results.expectations import known_lines, known_waived
 from triton_cts.results.records import conforms, outcome, run_problems, summary_table, verdict
 from triton_cts.results.report_io import (ReportError, atomic_write, dump_report, load_report,
@@ -78,6 +78,8 @@ def cmd_summary(args) -> int:
         print(f"stale {msg}")
     for line in known_lines((doc.get("expectations") or {}).get("known")
                             or known_waived(doc["records"])):
+        print(line)
+    for line in input_coverage.summary_lines(input_coverage.of(doc)):
         print(line)
     _print_problems(doc)
     print(verdict(doc["records"], doc.get("run")))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jinja2
 
-from triton_cts.results import behaviour
+from triton_cts.results import behaviour, input_coverage
 from triton_cts.results.numbers import bound_text, read_number
 from triton_cts.results.records import conforms, params_text, run_problems, verdict
 from triton_cts.results.status import Status
@@ -261,6 +261,8 @@ def payload(records: list[dict], causes: dict[int, str], cause_list: list[dict])
                 v = {pk: pv for pk, pv in v.items() if pk != LAUNCH_COVERAGE}
                 if not v:
                     continue
+            elif k == "inputs" and _conforming(r["status"]):
+                continue  # a passing check's inputs: in the input coverage section only
             extra[k] = v
         if tail is None and r.get("repro"):
             extra["repro"] = r["repro"]
@@ -342,10 +344,46 @@ def render(doc: dict) -> str:
         conforms=conforms(records, doc.get("run")), expectations=doc.get("expectations") or {},
         run=doc.get("run") or {}, coverage=coverage,
         gaps=split_gaps(records, coverage) if coverage.get("gaps") else {"expected": [], "missing": []},
-        language=_language_tables(doc), run_problems=run_problems(records, doc.get("run")),
+        language=_language_tables(doc), inputs=input_tables(doc),
+        run_problems=run_problems(records, doc.get("run")),
         causes=cause_list, top_causes=TOP_CAUSES, known=known_failures(records), csp=csp, style=style,
         early_script=early, script=script, data=_json_for_script(data),
         compile_checks=sum(1 for r in records if r.get("compile_stats")))
+
+
+def input_tables(doc: dict) -> dict:
+    """The input coverage as one table per profile and mode: rows by op and dtype, a column
+    per value class and per layout (the checks that met it; "gap" where offered and met by
+    none; empty where not offered), and the boundaries met of those offered."""
+    coverage = input_coverage.of(doc)
+    rows = coverage.get("rows") or []
+    columns = {}
+    for axis in ("value_classes", "layouts"):  # in the order of the longest list offered
+        lists = sorted(([*row["offered"][axis], *row["met"][axis]] for row in rows),
+                       key=len, reverse=True)
+        columns[axis] = list(dict.fromkeys(label for labels in lists for label in labels))
+    groups: dict[tuple, dict] = {}
+    for row in rows:
+        group = groups.setdefault((row["profile"], row["mode"]),
+                                  {"profile": row["profile"], "mode": row["mode"],
+                                   "rows": [], "gaps": 0})
+        cells = [_input_cell(row, axis, label)
+                 for axis, labels in columns.items() for label in labels]
+        met, offered = row["met"]["boundaries"], row["offered"]["boundaries"]
+        group["rows"].append({"op": row["op"], "dtype": row["dtype"], "checks": row["checks"],
+                              "cells": cells, "boundaries": f"{sum(1 for b in offered if b in met)}"
+                                                            f" of {len(offered)}",
+                              "missing": row["gaps"]["boundaries"],
+                              "gap": any(row["gaps"].values())})
+        group["gaps"] += any(row["gaps"].values())
+    return {"columns": columns, "groups": list(groups.values()),
+            "gaps": coverage.get("gaps") or []}
+
+
+def _input_cell(row: dict, axis: str, label: str) -> dict:
+    if label in row["gaps"][axis]:
+        return {"text": "gap", "gap": True}
+    return {"text": str(row["met"][axis].get(label, "")), "gap": False}
 
 
 def _language_tables(doc: dict) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from reports.selection import describe, selection_key
-from triton_cts.results import behaviour
+from triton_cts.results import behaviour, input_coverage
 from triton_cts.results.expectations import parse_shard
 from triton_cts.results.report_io import ReportError, document
 
@@ -65,6 +65,7 @@ def merge(docs: list[tuple[str, dict]], force: bool = False, allow_partial: bool
     unexpected = sorted({t for _, d in docs for t in (d.get("expectations") or {}).get("unexpected_passes", [])})
     return document(env, records, expectations={"stale": stale, "unexpected_passes": unexpected},
                     merged_with_force=bool(problems), run=merged_run(docs, missing),
+                    input_coverage=input_coverage.table(records),
                     **behaviour.tables(records))  # behaviour and ulp tables of the whole
 
 

@@ -374,3 +374,23 @@ def value_kinds(target, dtype, record_property, kinds=None) -> tuple[str, ...]:
             record_property(f"values '{kind}' not drawn", why)
     return tuple(k for k in kinds if k not in excluded)
 
+
+def record_inputs(record_property, target, case, profile, kinds, boundaries) -> None:
+    """Record on the check what ``case`` met, beside what the check offers, for the
+    report's input coverage (``triton_cts.results.input_coverage``): its value class, its
+    layout and the boundaries its row length sits at under ``profile`` (as the values and
+    the view really are: ``effective_kind``, ``effective_layout``); the classes ``kinds``,
+    the layouts an input of the op's dims can have, and ``boundaries`` (names of
+    ``boundary_labels``)."""
+    from suites.strategies import (LAYOUTS, boundary_labels, effective_kind,
+                                   effective_layout)
+    from triton_cts.results import input_coverage
+    met = {"value_classes": [effective_kind(case.kind, case.dtype)],
+           "layouts": [effective_layout(case.shape, case.layout)],
+           "boundaries": boundary_labels(case.shape[-1], profile, case.dtype)
+           if case.shape else ()}
+    layouts = LAYOUTS if target.op.max_ndim >= 2 else tuple(l for l in LAYOUTS
+                                                            if l != "transposed")
+    offered = {"value_classes": [effective_kind(k, case.dtype) for k in kinds],
+               "layouts": layouts, "boundaries": boundaries}
+    record_property(input_coverage.PROPERTY, input_coverage.entry(met, offered))

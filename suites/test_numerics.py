@@ -19,6 +19,8 @@ def _draw_case(target, dtype, data, profile, record_property, max_numel=None):
     max_numel = max_numel or size_budget.max_numel(target.mode)
     case = data.draw(hh.cases(target.op, profile, dtype, max_numel, kinds), label="case")
     note(f"case: {case.describe()}")
+    runner.record_inputs(record_property, target, case, profile, kinds,
+                         hh.reachable_boundaries(profile, dtype, max_numel))
     return case
 
 
@@ -90,6 +92,8 @@ def test_matches_reference_at_profile_boundaries(target, dtype, boundary, data, 
     kinds = runner.value_kinds(target, dtype, record_property)
     case = data.draw(hh.cases_at(target.op, dtype, shape, kinds), label="case")
     note(f"case: {case.describe()}")
+    runner.record_inputs(record_property, target, case, target.profile, kinds,
+                         hh.boundary_labels(shape[-1], target.profile, dtype))
     with ah.context(target, case, repro):
         out = runner.run_target(target, case.args, case.kwargs)
     _record(record_property, ah.check_outputs(target, case, out, repro))
@@ -102,10 +106,12 @@ def test_matches_reference_on_covering_cases(target, dtype, repro, record_proper
     short rows each, under strategies.covering_profile: the target's own IO strategy
     with tiny blocks, so the fused, tiled, multi-program and grid-stride paths run), each
     against the float64 reference as test_matches_reference checks a drawn case. A case
-    a known gap makes not supported is recorded and the others still run."""
+    a known gap makes not supported is recorded and the others still run; the report's
+    input coverage then shows what was not met."""
     profile = hh.covering_profile(target.profile)
     kinds = runner.value_kinds(target, dtype, record_property)
     cases = hh.covering_cases(target.op, profile, dtype, kinds)
+    offered = ("1", "prime") + tuple(name for name, _ in hh.named_boundaries(profile, dtype))
     skipped = []
     for i, case in enumerate(cases):
         where = (f"covering case {i + 1} of {len(cases)}: row length {case.shape[-1]} "
@@ -120,6 +126,7 @@ def test_matches_reference_on_covering_cases(target, dtype, repro, record_proper
         except Exception as exc:
             exc.add_note(where)
             raise
+        runner.record_inputs(record_property, target, case, profile, kinds, offered)
         _record(record_property, records)
     if skipped and len(skipped) == len(cases):
         pytest.skip(skipped[0][1])

@@ -34,6 +34,8 @@ def test_relation_holds(target, dtype, relation, data, repro, record_property, r
     case = data.draw(hh.cases(target.op, target.profile, dtype, hh.FUZZ_NUMEL, kinds),
                      label="case")
     note(f"case: {case.describe()}; relation: {relation.name} ({relation.description})")
+    runner.record_inputs(record_property, target, case, target.profile, kinds,
+                         hh.reachable_boundaries(target.profile, dtype, hh.FUZZ_NUMEL))
     registry = selection(request.config).registry
 
     def run(args, kwargs, op=None):

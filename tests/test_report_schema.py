@@ -30,7 +30,8 @@ PUBLISHED = sorted(p for p in (CHECKOUT / "reports" / "published").rglob("*")
 #: version fails here. Bump SCHEMA_VERSION, describe the change in reports/schema/__init__.py
 #: (RULES), add the version to READABLE_VERSIONS and its fingerprint below.
 FINGERPRINTS = {2: ("bd8d2aea57bb3f7e", "9f1ba2cd9cd2d4d3"),
-                3: ("45ad9a25ad54140c", "9f1ba2cd9cd2d4d3")}
+                3: ("45ad9a25ad54140c", "9f1ba2cd9cd2d4d3"),
+                4: ("cbe1653de6c218aa", "9f1ba2cd9cd2d4d3")}
 
 
 def _fingerprint(schema) -> str:
@@ -83,15 +84,15 @@ def test_errors_hold_numbers_and_flag_what_json_cannot():
     assert validate(doc, REPORT) == []
 
 
-@pytest.mark.parametrize("version", [0, 4, "2", True, None])
+@pytest.mark.parametrize("version", [0, 5, "2", True, None])
 def test_readers_refuse_versions_they_do_not_know(tmp_path, version, capsys):
     path = tmp_path / "r.json"
     path.write_text(json.dumps({**document({}, []), "schema_version": version}))
     with pytest.raises(ReportError) as exc:
         load_report(path)
-    assert f"schema version {version!r}, this checkout reads versions 1, 2, 3" in str(exc.value)
+    assert f"schema version {version!r}, this checkout reads versions 1, 2, 3, 4" in str(exc.value)
     assert reports_main(["summary", str(path)]) == 2
-    assert "this checkout reads versions 1, 2, 3" in capsys.readouterr().err
+    assert "this checkout reads versions 1, 2, 3, 4" in capsys.readouterr().err
 
 
 def test_the_validator_names_where_a_document_breaks_the_schema():

@@ -253,9 +253,9 @@ def test_gzipped_reports_load_as_they_are(tmp_path):
 
 def test_cli_merge_refuses_other_schema_and_reports_on_stderr(tmp_path, capsys):
     a = write(tmp_path, "a.json", json.dumps(report([rec("t1", "pass")])))
-    b = write(tmp_path, "b.json", json.dumps({**report([rec("t2", "pass")]), "schema_version": 4}))
+    b = write(tmp_path, "b.json", json.dumps({**report([rec("t2", "pass")]), "schema_version": 5}))
     assert reports_main(["merge", str(a), str(b), "-o", str(tmp_path / "m.json")]) == 2
-    assert "b.json: schema version 4" in capsys.readouterr().err
+    assert "b.json: schema version 5" in capsys.readouterr().err
     assert not (tmp_path / "m.json").exists()
     assert reports_main(["summary", str(a)]) == 0
     out = capsys.readouterr().out

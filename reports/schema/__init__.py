@@ -20,8 +20,11 @@ read. Version 1 held non-finite numbers as text (`"inf"`) and an error's bound a
 (`"rtol=0.01 atol=1e-05"`); version 2 added `message`, `traceback`, `expectations.known`, the
 expectation's `finding`, `repro` and `known`, and holds numbers as numbers; version 3 added
 the record's `device` (index and name of the accelerator a device-mode check ran on) and the
-environment's `devices` (the run's accelerators). A version 2 report reads as one whose
-records say no device.
+environment's `devices` (the run's accelerators); version 4 added the record's `inputs`
+(the value classes, layouts and boundary row lengths its cases met, and those it offers)
+and `input_coverage` (those per op, dtype, profile and mode, with the gaps). A version 2
+report reads as one whose records say no device, a version 3 report as one whose records
+say no inputs (its coverage table is made from its records: empty).
 
 A number that is not finite (inf, -inf, NaN: JSON has none) is `null`, with a
 `<field>_nonfinite` field beside it saying which (`"inf"`, `"-inf"`, `"nan"`).

@@ -24,7 +24,7 @@ import pytest
 
 from triton_cts import CHECKOUT
 from triton_cts.execution import coverage
-from triton_cts.results import behaviour
+from triton_cts.results import behaviour, input_coverage
 from triton_cts.targets import CHECK_PROPERTY, is_check, is_suite_test_id
 from triton_cts.results.expectations import (expectation_record, known_defect_files,
                                              known_lines, known_waived, load_expectations,
@@ -321,6 +321,9 @@ class Collector(RunWatch):
                           f"reached (the report's \"coverage\" lists them): "
                           + "; ".join(gaps[:5]) + (" ..." if len(gaps) > 5 else ""),
                           yellow=True)
+        inputs = input_coverage.table(records)  # a gap is a quality warning of the run
+        for line in input_coverage.summary_lines(inputs):
+            tr.write_line(line, yellow=bool(inputs["gaps"]))
         for opt in ("report_json", "report_html", "write_expectations"):
             if self.config.getoption(opt):
                 tr.write_line(f"{opt.replace('_', '-')}: {self.config.getoption(opt)}")
@@ -421,6 +424,7 @@ class Collector(RunWatch):
                             r["test_id"] for r in records if r["status"] == Status.UNEXPECTED_PASS],
                             "known": known_waived(records)},
                         run=self.run(records), coverage=coverage.summarize(records),
+                        input_coverage=input_coverage.table(records),
                         **behaviour.tables(records))  # behaviour and ulp tables
 
 

@@ -11,6 +11,7 @@ import shlex
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
+from triton_cts.results import input_coverage
 from triton_cts.results.numbers import error_entry, read_number
 from triton_cts.results.status import Status, parse_reproduce_failure, reads_as, reproduce_failure
 from triton_cts.results.report_io import ReportError
@@ -55,6 +56,9 @@ class Record:
     duration_s: float = 0.0
     #: the accelerator a device-mode check ran on, {"index", "name"}; None for other modes
     device: dict | None = None
+    #: the value classes, layouts and boundaries its cases met and those it offers
+    #: (``input_coverage``); None for a check that records none
+    inputs: dict | None = None
     properties: dict = field(default_factory=dict)            # other record_property values
 
     def __post_init__(self) -> None:
@@ -81,7 +85,8 @@ class Record:
 def split_properties(props) -> dict:
     """Sort a check's record_property pairs into record fields: errors (the worst
     "<output> max_abs_error" per output with its "<output> bound"), compile_stats, repro,
-    quality warnings, and the rest.
+    quality warnings, the device, the inputs its cases met (every case's
+    ``input_coverage.PROPERTY`` merged), and the rest.
 
     Each "<output> max_abs_error" starts a measurement; the "<output> bound" and
     "<output> error_ratio" (how far out of bounds: the worst |error| / bound over the
@@ -89,7 +94,7 @@ def split_properties(props) -> dict:
     the highest ratio is kept (a failure's, > 1), else the one with the largest error."""
     measured: dict[str, list[dict]] = {}
     out = {"errors": [], "compile_stats": [], "quality_warnings": [], "repro": None,
-           "device": None, "properties": {}}
+           "device": None, "inputs": None, "properties": {}}
     for key, value in props:
         if key.endswith(" max_abs_error"):
             name = key.removesuffix(" max_abs_error")
@@ -105,6 +110,8 @@ def split_properties(props) -> dict:
             out["repro"] = value
         elif key == DEVICE_PROPERTY:
             out["device"] = dict(value)
+        elif key == input_coverage.PROPERTY:  # one per case: what they met, together
+            out["inputs"] = input_coverage.merge(out["inputs"], value)
         elif key == "quality_warning":
             out["quality_warnings"].append(str(value))
         else:

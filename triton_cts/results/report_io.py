@@ -17,9 +17,10 @@ SCHEMA = "triton-cts-report"
 #: 2: records' message and traceback; errors' numbers as numbers (rtol, atol, ratio and
 #: null beside *_nonfinite); expectations' known; expectation finding, repro and known.
 #: 3: records' device; the environment's devices.
-SCHEMA_VERSION = 3
+#: 4: records' inputs; the input coverage table.
+SCHEMA_VERSION = 4
 #: The versions readers accept: older ones are brought to this one as they load.
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 NOT_SUPPORTED = "not supported: "  # the plugin's skip-reason prefix
 WAIVED = "waived: "                # the reason prefix of an expectation's xfail/skip marker
 
