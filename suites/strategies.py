@@ -112,39 +112,45 @@ def effective_kind(kind: str, dtype: torch.dtype) -> str:
     return kind
 
 
-def make_values(shape, dtype: torch.dtype, kind: str, seed: int) -> torch.Tensor:
-    """Input values of one named distribution, made in float64 then rounded to ``dtype``."""
-    gen = torch.Generator().manual_seed(seed)
+def make_values(shape, dtype: torch.dtype, kind: str, seed: int,
+                device: str = "cpu") -> torch.Tensor:
+    """Input values of one named distribution, made in float64 on ``device`` then rounded
+    to ``dtype``, returned on the CPU. ``device``: where they are drawn; the accelerator
+    for the millions of elements of device mode's boundary cases (one CPU thread per
+    worker took seconds per 64M elements). The values depend on the seed and where they
+    are drawn."""
+    gen = torch.Generator(device).manual_seed(seed)
+    f64 = {"dtype": torch.float64, "device": device}
     kind = effective_kind(kind, dtype)
-    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    x = torch.randn(shape, generator=gen, **f64)
     if kind == "large_offset":    # mean >> spread: catastrophic cancellation in E[x^2]-E[x]^2
-        x = 1e3 * (1 + 9 * torch.rand((), generator=gen, dtype=torch.float64)) + x * 1e-1
+        x = 1e3 * (1 + 9 * torch.rand((), generator=gen, **f64)) + x * 1e-1
     elif kind == "wide_range":    # magnitudes from 1e-4 to 1e4
-        x = x * torch.pow(10.0, torch.empty(shape, dtype=torch.float64).uniform_(-4, 4, generator=gen))
+        x = x * torch.pow(10.0, torch.empty(shape, **f64).uniform_(-4, 4, generator=gen))
     elif kind == "tiny":          # near the dtype's smallest normal, subnormals included
         x = x * torch.finfo(dtype).tiny * 4
     elif kind == "with_specials": # a few inf, -inf and NaN among normal values
         flat = x.reshape(-1)
         if flat.numel():
-            idx = torch.randint(0, flat.numel(), (3,), generator=gen)
+            idx = torch.randint(0, flat.numel(), (3,), generator=gen, device=device)
             flat[idx[0]], flat[idx[1]], flat[idx[2]] = float("inf"), float("-inf"), float("nan")
     elif kind == "ties":          # a handful of distinct values: exact ties for max/argmax
         x = torch.round(x.clamp(-2.5, 2.5))
     elif kind == "neg_inf_rows":  # normal values, with whole rows of -inf (softmax: NaN rows)
         if x.dim() and x.numel():
             rows = x.reshape(-1, x.shape[-1])
-            rows[torch.randint(0, rows.shape[0], (max(1, rows.shape[0] // 4),), generator=gen)] \
-                = float("-inf")
+            rows[torch.randint(0, rows.shape[0], (max(1, rows.shape[0] // 4),), generator=gen,
+                               device=device)] = float("-inf")
         elif x.numel():
             x.fill_(float("-inf"))
     elif kind != "normal":
         raise ValueError(f"unknown value kind '{kind}'; known: {VALUE_KINDS}")
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
-        return (x * 100).round().clamp(info.min, info.max).to(dtype)
+        return (x * 100).round().clamp(info.min, info.max).to(dtype).cpu()
     finfo = torch.finfo(dtype)
     keeps_inf = kind in ("with_specials", "neg_inf_rows")
-    return x.to(dtype) if keeps_inf else x.clamp(-finfo.max, finfo.max).to(dtype)
+    return (x.to(dtype) if keeps_inf else x.clamp(-finfo.max, finfo.max).to(dtype)).cpu()
 
 
 #: Memory layouts of the drawn input: the same values, laid out differently.
@@ -195,19 +201,20 @@ def cases(draw, op: OpSpec, profile: Profile, dtype: torch.dtype,
 
 @st.composite
 def cases_at(draw, op: OpSpec, dtype: torch.dtype, shape: tuple[int, ...],
-             kinds: tuple[str, ...] = VALUE_KINDS) -> Case:
-    """A case of a given shape (a profile boundary, say): values, seed and layout drawn."""
+             kinds: tuple[str, ...] = VALUE_KINDS, device: str = "cpu") -> Case:
+    """A case of a given shape (a profile boundary, say): values, seed and layout drawn;
+    the values drawn on ``device`` (see make_values)."""
     kind = draw(st.sampled_from(kinds))
     seed = draw(st.integers(0, 2**31 - 1))
     layout = draw(st.sampled_from(LAYOUTS))
-    return build_case(op, dtype, shape, kind, seed, layout)
+    return build_case(op, dtype, shape, kind, seed, layout, device)
 
 
 def build_case(op: OpSpec, dtype: torch.dtype, shape: tuple[int, ...], kind: str, seed: int,
-               layout: str) -> Case:
-    """The case of these values (make_values), laid out so (with_layout), built into the
-    op's arguments from ``seed + 1``."""
-    x = with_layout(make_values(shape, dtype, kind, seed), layout)
+               layout: str, device: str = "cpu") -> Case:
+    """The case of these values (make_values, drawn on ``device``), laid out so
+    (with_layout), built into the op's arguments from ``seed + 1``."""
+    x = with_layout(make_values(shape, dtype, kind, seed, device), layout)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
     return Case(shape, dtype, kind, seed, layout, args, kwargs)
 

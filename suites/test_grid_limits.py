@@ -63,8 +63,8 @@ def _fail(target, profile, what: str, problems: list[str], repro: str):
                 + f"\nreproduce: {repro}", pytrace=False)
 
 
-def _case(op, shape, dtype, seed=0) -> hh.Case:
-    x = hh.make_values(shape, dtype, "normal", seed)
+def _case(op, shape, dtype, seed=0, device="cpu") -> hh.Case:
+    x = hh.make_values(shape, dtype, "normal", seed, device)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
     return hh.Case(shape, dtype, "normal", seed, "contiguous", args, kwargs)
 
@@ -90,7 +90,8 @@ def test_grids_within_limits_at_edges(target, data, repro, record_property):
         max_rows = DEVICE_EDGE_NUMEL // max(1, profile.max_fused_elements(dtype) + 1)
     note(f"profile: {_describe_grid(profile)}")
     shape = data.draw(hh.grid_edge_shapes(target.op, profile, dtype, max_rows), label="shape")
-    case = _case(target.op, shape, dtype, seed=data.draw(st.integers(0, 2**16), label="seed"))
+    case = _case(target.op, shape, dtype, seed=data.draw(st.integers(0, 2**16), label="seed"),
+                 device=runner.reference_device(target))
     with ah.context(target, case, repro, profile), launches.record_launches() as log:
         out = runner.run_target(target, case.args, case.kwargs, profile=profile)
     record_property("grids", sorted({(launch.name, launch.grid) for launch in log}))

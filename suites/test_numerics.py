@@ -90,7 +90,8 @@ def test_matches_reference_at_profile_boundaries(target, dtype, boundary, data, 
     if problem:
         pytest.skip(f"{NOT_SUPPORTED}{boundary} {shape}: {problem}")
     kinds = runner.value_kinds(target, dtype, record_property)
-    case = data.draw(hh.cases_at(target.op, dtype, shape, kinds), label="case")
+    case = data.draw(hh.cases_at(target.op, dtype, shape, kinds,
+                                 device=runner.reference_device(target)), label="case")
     note(f"case: {case.describe()}")
     runner.record_inputs(record_property, target, case, target.profile, kinds,
                          hh.boundary_labels(shape[-1], target.profile, dtype))
