@@ -92,9 +92,7 @@ def _boundary(n: int, profile, name: str) -> bool:
 
 def _softmax(x, profile, fault: str):
     check_inputs("softmax", profile, (torch.float32,), x=x)
-    if x.dim() == 0:
-        return torch.ones_like(x)
-    n = x.shape[-1]
+    n = x.shape[-1] if x.dim() else 1  # a 0-d input: one row of one element
     rows = x if x.dim() == 2 else x.reshape(-1, n)
     r = rows.shape[0]
     y = torch.empty((r, n), dtype=x.dtype, device=x.device)
@@ -116,7 +114,7 @@ def _softmax(x, profile, fault: str):
     elif kind == "layout" and what == "contiguous" and rows.is_contiguous() and r > 1:
         read = "padded_rows"
     elif kind == "boundary":
-        kernel_fault = "corrupt" if _boundary(n, profile, what) else ""
+        kernel_fault = "corrupt" if x.dim() and _boundary(n, profile, what) else ""
     limit = (r - 1) * sr + (n - 1) * sc + 1
     _softmax_rows_kernel[(r,)](rows, y, n, sr, sc, limit, BLOCK=triton.next_power_of_2(n),
                                READ=read, FAULT=kernel_fault)
