@@ -23,8 +23,7 @@ AXES = ("value_classes", "layouts", "boundaries")
 AXIS_NAMES = {"value_classes": "value class", "layouts": "layout", "boundaries": "boundary"}
 #: Statuses whose checks ran their cases (not skipped as not supported, not waived).
 _SKIPPED = (Status.NOT_SUPPORTED.value, Status.WAIVED.value)
-
-
+#: Boundary names as suites/strategies.py writes them, for the tables' order.
 _BOUNDARY = re.compile(r"(fused/2|fused|block)(-1|\+1)?( \(f32\))?")
 _BLOCKS, _STEPS = ("fused", "fused/2", "block"), ("-1", "", "+1")
 
