@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 
 from benchmarks import attention_cases, llm_cases
-from benchmarks.bench import Bench, BenchSpec, moved
+from benchmarks.bench import Bench, BenchSpec, moved, randn
 
 __all__ = ["BENCHES", "Bench", "BenchSpec", "benches", "library_call", "small_benches"]
 
@@ -23,11 +23,10 @@ SMALL_MATMUL_SIZE = 256
 
 
 def _rows(shape, dtype):
-    """x ``[M, N]`` and a weight and bias ``[N]``, drawn in this order from torch's
-    generator (every row op draws all three: the same values whichever op runs)."""
+    """x ``[M, N]`` and a weight and bias ``[N]``, each from a generator of its own
+    (bench.randn: the same values whichever op runs, whatever ran before)."""
     m, n = shape
-    return (torch.randn(m, n, device="cuda", dtype=dtype),
-            torch.randn(n, device="cuda", dtype=dtype), torch.randn(n, device="cuda", dtype=dtype))
+    return randn((m, n), dtype), randn((n,), dtype, 1), randn((n,), dtype, 2)
 
 
 def _gelu(shape, dtype, profile) -> list[Bench]:
@@ -87,7 +86,7 @@ def _layer_norm_fwd_bwd(shape, dtype, profile) -> list[Bench]:
     F = torch.nn.functional
     x, w, b = _rows(shape, dtype)
     n = shape[1]
-    dy = torch.randn_like(x)
+    dy = randn(x.shape, x.dtype, 3)
     xt = x.detach().clone().requires_grad_()
     wt = w.detach().clone().requires_grad_()
     bt = b.detach().clone().requires_grad_()
@@ -107,8 +106,7 @@ def _matmul(shape, dtype, profile) -> list[Bench]:
     where its tensor cores do, and "ieee"), torch computing in the same precision."""
     from kernels.matmul import matmul as mm
     (size,) = shape
-    a = torch.randn(size, size, device="cuda", dtype=dtype)
-    b = torch.randn(size, size, device="cuda", dtype=dtype)
+    a, b = randn((size, size), dtype), randn((size, size), dtype, 1)
     shape = (size, size, size)
     if dtype != torch.float32:
         return [Bench("matmul", shape, dtype, lambda: mm(a, b, profile=profile),
