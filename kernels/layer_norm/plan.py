@@ -29,8 +29,26 @@ from .tuning import FORWARD_WARPS, RMS_FORWARD_WARPS, TILED_WARPS
 FUSED, TILED, ROW_GROUPS = "fused", "tiled", "row_groups"
 
 
+class LaunchMeta:
+    """What a planned launch is launched with, for a dataclass with ``tiles`` (block
+    constexprs), ``constexprs`` (the others) and ``options`` (num_warps, any num_stages
+    or register cap): the forward's and the backward's plans share it."""
+    tiles: dict
+    constexprs: dict
+    options: dict
+
+    @property
+    def num_warps(self) -> int:
+        return self.options["num_warps"]
+
+    @property
+    def meta(self) -> dict:
+        """Every keyword the kernel is launched with."""
+        return {**self.constexprs, **self.tiles, **self.options}
+
+
 @dataclass(frozen=True)
-class ForwardPlan:
+class ForwardPlan(LaunchMeta):
     """One forward launch: ``strategy`` names its kernel; ``tiles`` are its block
     constexprs, ``constexprs`` the others, ``options`` num_warps and any register cap;
     ``groups`` is (groups, parts a row, elements of the statistics' buffer) of the
@@ -41,15 +59,6 @@ class ForwardPlan:
     constexprs: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     groups: tuple = ()
-
-    @property
-    def num_warps(self) -> int:
-        return self.options["num_warps"]
-
-    @property
-    def meta(self) -> dict:
-        """Every keyword the kernel is launched with."""
-        return {**self.constexprs, **self.tiles, **self.options}
 
 
 # --------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from triton_cts.profiles import Profile, cdiv, next_power_of_2
 from ..l2_hints import l2_hints
 from ..row_align import row_align
 from . import tuning
-from .plan import _split_options, group_layout, group_options
+from .plan import LaunchMeta, _split_options, group_layout, group_options
 from .tiles import (_acc_dtype, _backward_flags, _backward_row_tile, _backward_tile,
                     _column_block, _column_tile, _column_sum_tile, _fits_fused_backward,
                     _row_block, _tiled_backward_block)
@@ -48,7 +48,7 @@ UNPLACED = (0, False)
 
 
 @dataclass(frozen=True)
-class KernelPlan:
+class KernelPlan(LaunchMeta):
     """One kernel launch: ``kernel`` is the kernel's name; ``tiles`` are its block
     constexprs, ``constexprs`` the others, ``options`` num_warps and any num_stages or
     register cap. Callers must not mutate its dicts."""
@@ -57,15 +57,6 @@ class KernelPlan:
     tiles: dict = field(default_factory=dict)
     constexprs: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
-
-    @property
-    def num_warps(self) -> int:
-        return self.options["num_warps"]
-
-    @property
-    def meta(self) -> dict:
-        """Every keyword the kernel is launched with."""
-        return {**self.constexprs, **self.tiles, **self.options}
 
 
 @dataclass(frozen=True)
