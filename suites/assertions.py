@@ -59,11 +59,17 @@ def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol) -> dict:
     """Elementwise |out - ref| <= atol + rtol * |ref|; NaN must match NaN, inf must match
     inf of the same sign. Returns the measured error and the bound, and where it broke."""
     got, want = out.detach(), ref.detach()
+    if want.device.type != "cpu":  # a reference kept on the device: compare there
+        got = got.to(want.device)
+    if isinstance(atol, torch.Tensor):  # the error model's, wherever it was computed
+        atol = atol.to(want.device)
     # Fast path (every difference finite and within its bound), a third of the passes over
     # the data of the full path below, which gives the same numbers here; large outputs
     # on the accelerator where there is one.
-    if want.numel() >= DEVICE_COMPARE_CHUNK and devices.available():
-        found = _within_everywhere_in_chunks(got, want, rtol, atol, devices.device_type())
+    if want.numel() >= DEVICE_COMPARE_CHUNK and (want.device.type != "cpu"
+                                                 or devices.available()):
+        device = want.device if want.device.type != "cpu" else devices.device_type()
+        found = _within_everywhere_in_chunks(got, want, rtol, atol, device)
     else:
         got, want = got.to(torch.float64), want.to(torch.float64)
         found = _within_everywhere(got, want, rtol, atol)
@@ -203,13 +209,15 @@ def check_outputs(target, case, outputs, repro: str, profile=None, references=No
     __tracebackhide__ = True
     from suites import runner
     args, kwargs = case.args, case.kwargs
+    # the float64 work stays where it ran (the device in device mode): rounding and
+    # comparing there, not on the one CPU thread of a worker
     if references is None:
-        references = runner.run_reference(target, args, kwargs)
+        references = runner.run_reference(target, args, kwargs, keep=True)
     return assert_matches_reference(
         target, case, outputs, references, repro, profile=profile, against=against,
-        scale=scale, error_scales=runner.error_scales(target, args, kwargs),
+        scale=scale, error_scales=runner.error_scales(target, args, kwargs, keep=True),
         ambiguities=runner.allowances(target, args, kwargs, ambiguity=ambiguity,
-                                      scale=allowance_scale),
+                                      scale=allowance_scale, keep=True),
         torch_oracle=runner.torch_oracle(target, args, kwargs) if oracle else None)
 
 

@@ -259,15 +259,18 @@ def _on_cpu(value):
     return _to_cpu(value)
 
 
-def in_float64(target, args: tuple, kwargs: dict, compute):
+def in_float64(target, args: tuple, kwargs: dict, compute, keep: bool = False):
     """``compute(*args64, **kwargs64)`` on float64 copies of the inputs where
-    :func:`reference_device` says, its tensors returned on the CPU. Where the device has
-    no room (every worker shares it), the CPU computes it instead."""
+    :func:`reference_device` says, its tensors returned on the CPU, or with ``keep`` left
+    where they were computed (a comparison on the device then moves no float64 copy of a
+    large output either way). Where the device has no room (every worker shares it), the
+    CPU computes it instead."""
     device = reference_device(target)
     if device != "cpu":
         try:
             args64, kwargs64 = reference_inputs(target, args, kwargs, device)
-            return _on_cpu(compute(*args64, **kwargs64))
+            computed = compute(*args64, **kwargs64)
+            return computed if keep else _on_cpu(computed)
         except torch.OutOfMemoryError:
             pass
         finally:
@@ -278,8 +281,8 @@ def in_float64(target, args: tuple, kwargs: dict, compute):
     return _on_cpu(compute(*args64, **kwargs64))
 
 
-def run_reference(target, args: tuple, kwargs: dict):
-    return provided(target, in_float64(target, args, kwargs, target.op.reference))
+def run_reference(target, args: tuple, kwargs: dict, keep: bool = False):
+    return provided(target, in_float64(target, args, kwargs, target.op.reference, keep))
 
 
 def torch_oracle(target, args: tuple, kwargs: dict):
@@ -302,12 +305,13 @@ def torch_oracle(target, args: tuple, kwargs: dict):
     return compute
 
 
-def error_scales(target, args: tuple, kwargs: dict):
+def error_scales(target, args: tuple, kwargs: dict, keep: bool = False):
     """Per-output atol multipliers from the op's error model, or None."""
     if target.op.error_scale is None:
         return None
     return provided(target, in_float64(target, args, kwargs,
-                                       lambda *a, **k: as_tuple(target.op.error_scale(*a, **k))))
+                                       lambda *a, **k: as_tuple(target.op.error_scale(*a, **k)),
+                                       keep))
 
 
 def ambiguities(target, args: tuple, kwargs: dict):
@@ -324,7 +328,8 @@ def input_dtype(args) -> torch.dtype:
                  and a.dtype.is_floating_point), torch.float32)
 
 
-def allowances(target, args: tuple, kwargs: dict, ambiguity: bool = True, scale: float = 1.0):
+def allowances(target, args: tuple, kwargs: dict, ambiguity: bool = True, scale: float = 1.0,
+               keep: bool = False):
     """Per-output additions to atol, or None: the op's conditioning (``OpSpec.conditioning``:
     the error any correct implementation may make at these inputs, given the input dtype),
     times ``scale`` (2 where two implementation outputs are compared), plus, with
@@ -343,7 +348,7 @@ def allowances(target, args: tuple, kwargs: dict, ambiguity: bool = True, scale:
         return tuple(None if all(p[i] is None for p in parts)
                      else sum(p[i] for p in parts if p[i] is not None)
                      for i in range(len(parts[0])))
-    return provided(target, in_float64(target, args, kwargs, compute))
+    return provided(target, in_float64(target, args, kwargs, compute, keep))
 
 
 def provided(target, values):

@@ -98,3 +98,17 @@ def test_out_of_device_memory_falls_back_to_the_cpu(monkeypatch):
     out = runner.in_float64(target, (torch.ones(3, dtype=torch.float16),), {}, compute)
     assert seen == ["meta", "cpu"]
     assert out.device.type == "cpu" and out.dtype == torch.float64 and out.tolist() == [2, 2, 2]
+
+
+def test_check_outputs_keeps_float64_work_on_the_device(monkeypatch):
+    """With ``keep`` (what check_outputs asks), the reference and the error models stay
+    where they ran, so a large output is rounded and compared on the device; without it
+    they come back to the CPU. The meta device stands in for an accelerator here."""
+    op = next(op for op in OPS if op.name == "softmax")
+    target = _target(op, Mode.DEVICE)
+    monkeypatch.setattr(runner, "reference_device", lambda target: "meta")
+    x = make_values((4, 8), torch.float32, "normal", 1)
+    kept = runner.run_reference(target, (x,), {}, keep=True)
+    assert kept.device.type == "meta"
+    with pytest.raises(NotImplementedError):  # meta tensors hold no values to copy back
+        runner.run_reference(target, (x,), {})
