@@ -127,6 +127,35 @@ def test_a_privateuse1_backend_is_detected_by_its_name_and_stops_with_how_to_add
     assert (bare.name, bare.source) == ("Acme 2", "torch.accelerator")
 
 
+def test_a_privateuse1_backend_with_its_own_profile_is_matched_and_checked(tmp_path):
+    """A vendor's profile for its PrivateUse1 backend (vendor 'other', its torch device
+    type as target.backend) matches its device exactly; Triton has no such compile target,
+    so compile mode is not supported there, and the interpreter runs on its constants."""
+    from triton_cts import CHECKOUT
+    from triton_cts.execution.modes import Mode, unsupported_reason
+    text = (CHECKOUT / "tests" / "profiles" / "minimal-cuda.toml").read_text()
+    for old, new in (('name = "minimal-cuda"', 'name = "acme-tu1"'),
+                     ('vendor = "nvidia"', 'vendor = "other"'),
+                     ('backend = "cuda"', 'backend = "acme"'),
+                     ("arch = 80 ", 'arch = "tu1" '),
+                     ("device_names = []", 'device_names = ["Acme Tensor Unit"]')):
+        assert old in text
+        text = text.replace(old, new)
+    (tmp_path / "acme-tu1.toml").write_text(text)
+    acme = load_profiles([tmp_path])["acme-tu1"]
+    device = attached_device(fake_torch("acme", SimpleNamespace(name="Acme Tensor Unit 1",
+                                                                total_memory=32 * GiB)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an exact match: no fallback warning
+        assert match_device(device, {**PROFILES, "acme-tu1": acme}) is acme
+    assert unsupported_reason(Mode.COMPILE, acme, None) == "this Triton build has no 'acme' backend"
+    result = run_pytest("suites/test_numerics.py", "--profile-dir", str(tmp_path), "--vendor",
+                        "other", "--mode", "interpreter", "--op", "softmax", "-k",
+                        "test_matches_reference and not fuzzed and not covering", "-p",
+                        "no:xdist", "--hypothesis-profile", "ci", "-q")
+    assert result.returncode == 0 and "passed" in result.stdout, result.stdout[-2000:]
+
+
 def test_no_accelerator_an_mps_one_and_a_broken_driver_are_cpu_only():
     none = fake_torch("cuda", H100)
     none.accelerator.is_available = lambda: False

@@ -7,6 +7,7 @@ checks. Each error names the file, the field and what was expected (:class:`Prof
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import torch
@@ -17,7 +18,10 @@ from triton_cts.profiles.fields import (BLOCK_BYTES, KiB, MiB, PER_UNIT, TABLE, 
                                         is_table, is_threshold_table, one_of)
 from triton_cts.profiles.plausible import Range, _fmt, _numbers  # noqa: F401 (re-exported)
 
-VENDOR_FAMILIES = ("nvidia", "rocm", "npu", "intel")
+#: ``other``: an accelerator PyTorch reaches through its PrivateUse1 mechanism, whose
+#: profile's ``target.backend`` is its own torch device type.
+VENDOR_FAMILIES = ("nvidia", "rocm", "npu", "intel", "other")
+#: The backend each family's profiles name (``other``: any backend but these).
 BACKENDS = {"nvidia": "cuda", "rocm": "hip", "npu": "npu", "intel": "xpu"}
 LOAD_STRATEGIES = ("masked", "select")
 ROW_CONSTANT_STRATEGIES = ("pointer", "slice_broadcast")
@@ -104,6 +108,12 @@ def _num_warps_by_block_32bit(profile) -> list:
     return profile["launch.num_warps_by_block"]
 
 
+def is_backend_name(v) -> bool:
+    """A torch device type: ``torch.utils.rename_privateuse1_backend`` takes a lowercase
+    identifier-like name."""
+    return is_str(v) and re.fullmatch(r"[a-z][a-z0-9_]*", v) is not None
+
+
 SCHEMA: dict[str, Any] = {
     "name": Field(is_str, "a non-empty string (the profile's name)"),
     "vendor": Field(one_of(*VENDOR_FAMILIES), f"one of {VENDOR_FAMILIES}"),
@@ -113,8 +123,9 @@ SCHEMA: dict[str, Any] = {
                               "a list of device-name substrings, as torch reports them"),
     },
     "target": {
-        "backend": Field(one_of("cuda", "hip", "npu", "xpu"),
-                         "one of ('cuda', 'hip', 'npu', 'xpu')"),
+        "backend": Field(is_backend_name,
+                         "'cuda', 'hip', 'npu', 'xpu', or (vendor 'other') the torch device "
+                         "type of a PrivateUse1 backend: lowercase letters, digits and _"),
         "arch": Field(lambda v: is_pos_int(v) or is_str(v),
                       "an int (CUDA compute capability, e.g. 90) or a string (e.g. 'gfx942')",
                       plausible=Range(10, 999, "a CUDA compute capability, major * 10 + minor "

@@ -80,10 +80,14 @@ def _check_launch_table(prefix: str, la: dict, fields: dict, d: dict, source: st
 def check_consistency(d: dict, source: str) -> None:
     """Cross-field checks: values that are well-typed but describe impossible hardware."""
     t, lim, la = d["target"], d["limits"], d["launch"]
-    if BACKENDS[d["vendor"]] != t["backend"]:
+    if d["vendor"] in BACKENDS and BACKENDS[d["vendor"]] != t["backend"]:
         raise ProfileError(source, "target.backend",
                            f"vendor '{d['vendor']}' needs backend '{BACKENDS[d['vendor']]}', "
                            f"got '{t['backend']}'")
+    if d["vendor"] not in BACKENDS and t["backend"] in BACKENDS.values():
+        family = next(f for f, b in BACKENDS.items() if b == t["backend"])
+        raise ProfileError(source, "vendor", f"backend '{t['backend']}' belongs to vendor "
+                           f"'{family}'; vendor 'other' is for PrivateUse1 backends")
     if t["backend"] == "cuda" and not _is_int(t["arch"]):
         raise ProfileError(source, "target.arch", f"CUDA needs an int arch, got {t['arch']!r}")
     if t["backend"] != "cuda" and not isinstance(t["arch"], str):
