@@ -100,10 +100,10 @@ def test_out_of_device_memory_falls_back_to_the_cpu(monkeypatch):
     assert out.device.type == "cpu" and out.dtype == torch.float64 and out.tolist() == [2, 2, 2]
 
 
-def test_check_outputs_keeps_float64_work_on_the_device(monkeypatch):
-    """With ``keep`` (what check_outputs asks), the reference and the error models stay
-    where they ran, so a large output is rounded and compared on the device; without it
-    they come back to the CPU. The meta device stands in for an accelerator here."""
+def test_kept_float64_work_stays_on_the_device(monkeypatch):
+    """With ``keep`` (what check_outputs asks for the reference, error scales and
+    allowances) the reference stays where it ran; without it, it comes back to the CPU.
+    The meta device stands in for an accelerator here."""
     op = next(op for op in OPS if op.name == "softmax")
     target = _target(op, Mode.DEVICE)
     monkeypatch.setattr(runner, "reference_device", lambda target: "meta")
