@@ -2,6 +2,8 @@
 detected defect affects are left out of interpreter-mode checks."""
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from suites import strategies as hh
 from triton_cts.execution import interpreter_defects, launches
@@ -221,3 +223,30 @@ def test_a_refusal_of_the_language_is_not_an_interpreter_gap():
     from triton_cts.ops.language import atomics as la
     assert la.interpreter_gap("add", torch.int8) is None
     assert "Unsupported data type" in la.interpreter_gap("add", torch.bfloat16)
+
+
+@triton.jit
+def _add_scalar_kernel(X, OFFSET, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(X + offs, tl.load(X + offs) + OFFSET)
+
+
+def test_the_interpreter_overflow_sanitizer_reports_nothing_so_it_is_off():
+    """Triton's interpreter builds an int64 range test for every int32 add, but the
+    assert it feeds never checks there (its builder's ``options.debug`` is False): with
+    Triton's own options, sanitizer on, an add that wraps runs without an error. So the
+    harness turns the sanitizer off (launches._without_overflow_sanitizer) and loses no
+    detection; a Triton whose sanitizer does report fails this test."""
+    from triton.runtime import interpreter as triton_interpreter
+    builder = triton_interpreter.interpreter_builder
+    assert builder.options.sanitize_overflow is False
+    ours = builder.options
+    builder.options = triton_interpreter.InterpreterOptions()
+    assert builder.options.sanitize_overflow
+    x = torch.full((4,), 1000, dtype=torch.int32)
+    try:
+        with launches.interpreted():
+            _add_scalar_kernel[(1,)](x, 2**31 - 648, 4)
+    finally:
+        builder.options = ours
+    assert x.tolist() == [1000 + 2**31 - 648 - 2**32] * 4  # wrapped, and not reported

@@ -25,7 +25,7 @@ import contextlib
 import functools
 import inspect
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import triton
@@ -237,6 +237,20 @@ def _jit_compiled(original):
     return jit
 
 
+def _without_overflow_sanitizer(builder) -> None:
+    """Turn off the interpreter's int32 overflow sanitizer, which costs and detects
+    nothing there: for every integer add, sub and mul it builds the int64 result and the
+    range test, but the assert it feeds returns without checking unless the builder's
+    ``options.debug`` is set, and the interpreter's builder is made with
+    ``InterpreterOptions()``, whose ``debug`` is False whatever ``TRITON_DEBUG`` says
+    (``triton/runtime/interpreter.py`` and ``semantic.device_assert``, Triton 3.6 and
+    3.9; tests/test_interpreter_defects.py keeps that true). It was about a third of
+    the layer-norm backward's interpreting."""
+    options = getattr(builder, "options", None)
+    if getattr(options, "sanitize_overflow", False) and not getattr(options, "debug", True):
+        builder.options = replace(options, sanitize_overflow=False)
+
+
 _ORIGINAL_RUN = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
 if not getattr(JITFunction.run, "_triton_cts_patched", False):
     for _cls, _orig in _ORIGINAL_RUN.items():
@@ -245,6 +259,7 @@ if not getattr(JITFunction.run, "_triton_cts_patched", False):
     JITFunction.__call__ = _make_call(JITFunction.__call__)
     triton.jit = triton.runtime.jit.jit = _jit_compiled(triton.runtime.jit.jit)
     triton_interpreter._patch_lang_tensor = _index_squeezed(triton_interpreter._patch_lang_tensor)
+    _without_overflow_sanitizer(getattr(triton_interpreter, "interpreter_builder", None))
     if CompiledKernel is not None:
         CompiledKernel.__getitem__ = _make_getitem(CompiledKernel.__getitem__)
 
