@@ -181,9 +181,13 @@ def _library_row(name, bench, against_torch, profile, peak_gbs, copy_gbs):
     try:
         measured = against_torch(fn)
     except Exception as exc:  # noqa: BLE001 - a library limit, capture failure or OOM
-        _release()  # what the failed call held must not fail the rows after it
-        return _error_row(label, bench, exc)
-    return _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
+        failure = _error_row(label, bench, exc)
+    else:
+        return _measured(label, bench, *measured, profile, peak_gbs, copy_gbs)
+    # released after the except block: until it ends, the exception's traceback keeps the
+    # failed call's frames, and the tensors (a failed graph capture's pool) they hold
+    _release()
+    return failure
 
 
 def _error_row(label, bench, exc):

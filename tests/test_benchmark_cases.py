@@ -3,8 +3,10 @@ its bytes or FLOPs model and its builder); listed without a GPU (``benchmarks.li
 every op is timed by each command, with its figure, calling our launcher under the
 profile."""
 import dataclasses
+import gc
 import json
 import re
+import weakref
 
 import pytest
 import torch
@@ -87,8 +89,12 @@ def test_a_library_that_fails_is_its_rows_error_and_the_run_goes_on(tmp_path, mo
     from benchmarks.listing import Recorder, _fake_gpu, _MetaDevice
     from triton_cts import adapters
 
-    released = []
-    monkeypatch.setattr(bench_main, "_release", lambda: released.append(1))
+    released, held = [], []
+
+    def release():  # what the failed call held is garbage by now (its traceback is gone)
+        gc.collect()
+        released.append(all(ref() is None for ref in held))
+    monkeypatch.setattr(bench_main, "_release", release)
     monkeypatch.setattr(adapters, "import_problem", lambda lib: None)
     monkeypatch.setattr(bench_main.metadata, "version", lambda dist: "0+stand-in")
     from benchmarks import timing
@@ -99,6 +105,8 @@ def test_a_library_that_fails_is_its_rows_error_and_the_run_goes_on(tmp_path, mo
 
     def library_call(name, bench):
         def fails():
+            kept = torch.empty(4)  # stands for the chunks a failed capture holds
+            held.append(weakref.ref(kept))
             raise torch.cuda.OutOfMemoryError("CUDA out of memory: 108 GiB reserved")
         return fails if bench.op == "softmax" else None
     monkeypatch.setattr(cases, "library_call", library_call)
@@ -112,7 +120,7 @@ def test_a_library_that_fails_is_its_rows_error_and_the_run_goes_on(tmp_path, mo
     softmax = [r for r in results if r["op"] == "softmax"]
     assert softmax and all(r["libraries"]["liger"]["error"].startswith("OutOfMemoryError")
                            for r in softmax)
-    assert len(released) == len(softmax)
+    assert released == [True] * len(softmax)
     assert any(r["op"] == "rms_norm" and "gbs" in r for r in results)  # the rows after ran
     assert "softmax [liger] | bfloat16" in printed and "| error | CUDA out of memory" in printed
 
