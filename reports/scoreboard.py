@@ -235,11 +235,15 @@ def record_findings(record: dict, expectations: list[Expectation]) -> list[str]:
 
 # ---- slicing and comparing ---------------------------------------------------------------
 def slices(run: Run) -> list[Slice]:
+    """The run's records per target and mode, leaving out a target and mode where no check
+    ran (a CPU machine's device checks, all not supported: no run of that target there)."""
     by_key: dict[tuple, list] = defaultdict(list)
     for r in run.doc["records"]:
         by_key[(r.get("profile") or "-", r.get("mode") or "-")].append(r)
     out = []
     for (target, mode), records in sorted(by_key.items()):
+        if all(r["status"] == Status.NOT_SUPPORTED.value for r in records):
+            continue
         env = {**run.env, "profiles": [target], "modes": [mode]}
         doc = {k: v for k, v in run.doc.items() if k not in ("behaviour", "ulp", "records")}
         doc.update(environment=env, records=records)

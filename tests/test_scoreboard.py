@@ -134,6 +134,22 @@ def test_schema_version_makes_runs_incomparable(tmp_path):
     assert 'id="no-version-changes"' in text      # nothing compared across versions
 
 
+def test_a_target_and_mode_where_nothing_ran_is_no_row(tmp_path):
+    """A CPU machine's device checks are all not supported: that run has no device row of
+    its targets, and nothing is compared with it there."""
+    doc = json.loads(A.read_text())
+    kept = [r for r in doc["records"] if r["mode"] == "compile"]
+    device = [{**r, "test_id": r["test_id"].replace("-compile", "-device"), "mode": "device",
+               "status": "not_supported", "reason": "no accelerator attached"} for r in kept]
+    doc["records"] = kept + device
+    run = tmp_path / "cpu-run.json"
+    run.write_text(json.dumps(doc))
+    assert build(tmp_path / "out", run) == 0
+    text = (tmp_path / "out" / "index.html").read_text()
+    assert re.search(r'<tr class="row" data-target="[^"]+" data-mode="compile"', text)
+    assert not re.search(r'<tr class="row" data-target="[^"]+" data-mode="device"', text)
+
+
 def test_findings_are_linked_and_data_is_escaped(page):
     findings = dict(re.findall(r'<tr class="finding" data-id="(F\d+)">(.*?)</tr>', page, re.S))
     assert set(findings) == {"F1", "F2"}
