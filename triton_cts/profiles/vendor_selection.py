@@ -232,7 +232,7 @@ def match_device(device: DeviceInfo, profiles: Mapping[str, Profile]) -> Profile
 REPRESENTATIVES = {"nvidia": "nvidia-sm90", "rocm": "amd-gfx942", "npu": "npu-ascend910b",
                    "intel": "intel-pvc"}
 #: What ``--vendor all`` costs on a CPU-only machine (docs/suite-cost.md).
-ALL_PROFILES_COST = "about 39 minutes on two cores"
+ALL_PROFILES_COST = "about 35 minutes on two cores"
 
 
 def representatives(profiles: Mapping[str, Profile]) -> list[Profile]:
