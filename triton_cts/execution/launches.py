@@ -245,7 +245,7 @@ def _without_overflow_sanitizer(builder) -> None:
     ``InterpreterOptions()``, whose ``debug`` is False whatever ``TRITON_DEBUG`` says
     (``triton/runtime/interpreter.py`` and ``semantic.device_assert``, Triton 3.6 and
     3.9: reports/published/FINDINGS.md, F28; tests/test_interpreter_defects.py keeps that
-    true). It was about a third of the layer-norm backward's interpreting."""
+    true)."""
     options = getattr(builder, "options", None)
     if getattr(options, "sanitize_overflow", False) and not getattr(options, "debug", True):
         builder.options = replace(options, sanitize_overflow=False)

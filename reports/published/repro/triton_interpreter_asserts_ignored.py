@@ -13,8 +13,8 @@ paid and nothing is checked. Compiled for a GPU, `TRITON_DEBUG=1` turns device a
 The script runs, on the CPU, a kernel that asserts its input is negative (it is not) and
 adds 2147483000 to int32 values of 1000 (it wraps), with TRITON_DEBUG=1.
 
-Suite: found while profiling the interpreter checks (the sanitizer was a third of the
-layer-norm backward's interpreting); tests/test_interpreter_defects.py keeps watch.
+Suite: found while profiling the interpreter checks; tests/test_interpreter_defects.py
+keeps watch.
 
 Exit status: 1 if the finding reproduces, 0 if not, 2 if this machine cannot run it.
 """
