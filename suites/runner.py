@@ -165,7 +165,9 @@ def run_target(target, args: tuple, kwargs: dict, profile=None, poison: bool = T
         else contextlib.nullcontext()
     try:
         with ctx:
-            return execute(fn, target.mode, profile, clone_args(args), kwargs,
+            # device mode copies the arguments onto the device for the call itself
+            called = args if target.mode is Mode.DEVICE else clone_args(args)
+            return execute(fn, target.mode, profile, called, kwargs,
                            takes_profile=target.impl.takes_profile(fn),
                            inputs=input_rules(target), side_stream=side_stream)
     except UnsupportedDtypeError as exc:

@@ -115,10 +115,10 @@ def effective_kind(kind: str, dtype: torch.dtype) -> str:
 def make_values(shape, dtype: torch.dtype, kind: str, seed: int,
                 device: str = "cpu") -> torch.Tensor:
     """Input values of one named distribution, made in float64 on ``device`` then rounded
-    to ``dtype``, returned on the CPU. ``device``: where they are drawn; the accelerator
-    for the millions of elements of device mode's boundary cases (one CPU thread per
-    worker took seconds per 64M elements). The values depend on the seed and where they
-    are drawn."""
+    to ``dtype``, and left there. ``device``: the accelerator for the millions of elements
+    of device mode's boundary cases (one CPU thread per worker took seconds per 64M
+    elements, for each copy and pass a check makes). The values depend on the seed and
+    where they are drawn."""
     gen = torch.Generator(device).manual_seed(seed)
     f64 = {"dtype": torch.float64, "device": device}
     kind = effective_kind(kind, dtype)
@@ -147,10 +147,10 @@ def make_values(shape, dtype: torch.dtype, kind: str, seed: int,
         raise ValueError(f"unknown value kind '{kind}'; known: {VALUE_KINDS}")
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
-        return (x * 100).round().clamp(info.min, info.max).to(dtype).cpu()
+        return (x * 100).round().clamp(info.min, info.max).to(dtype)
     finfo = torch.finfo(dtype)
     keeps_inf = kind in ("with_specials", "neg_inf_rows")
-    return (x.to(dtype) if keeps_inf else x.clamp(-finfo.max, finfo.max).to(dtype)).cpu()
+    return x.to(dtype) if keeps_inf else x.clamp(-finfo.max, finfo.max).to(dtype)
 
 
 #: Memory layouts of the drawn input: the same values, laid out differently.
@@ -166,7 +166,7 @@ def with_layout(x: torch.Tensor, layout: str) -> torch.Tensor:
     if layout == "contiguous" or x.dim() == 0:
         return x
     if layout == "strided":
-        wide = torch.empty((*x.shape[:-1], 2 * x.shape[-1]), dtype=x.dtype)
+        wide = torch.empty((*x.shape[:-1], 2 * x.shape[-1]), dtype=x.dtype, device=x.device)
         wide[..., ::2] = x
         wide[..., 1::2] = 7  # a value the op must never see
         return wide[..., ::2]
@@ -213,10 +213,22 @@ def cases_at(draw, op: OpSpec, dtype: torch.dtype, shape: tuple[int, ...],
 def build_case(op: OpSpec, dtype: torch.dtype, shape: tuple[int, ...], kind: str, seed: int,
                layout: str, device: str = "cpu") -> Case:
     """The case of these values (make_values, drawn on ``device``), laid out so
-    (with_layout), built into the op's arguments from ``seed + 1``."""
+    (with_layout), built into the op's arguments from ``seed + 1``; every tensor of the
+    case on ``device`` (make_args may make small ones on the CPU)."""
     x = with_layout(make_values(shape, dtype, kind, seed, device), layout)
     args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
-    return Case(shape, dtype, kind, seed, layout, args, kwargs)
+    return Case(shape, dtype, kind, seed, layout, beside(args, x.device),
+                {k: beside(v, x.device) for k, v in kwargs.items()})
+
+
+def beside(value, device):
+    """``value`` with its tensors on ``device``, strides kept (a tuple or list: each item)."""
+    from triton_cts.execution.modes import copy_with_layout
+    if isinstance(value, torch.Tensor):
+        return value if value.device == device else copy_with_layout(value, device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(beside(v, device) for v in value)
+    return value
 
 
 def effective_layout(shape: tuple[int, ...], layout: str) -> str:

@@ -64,9 +64,7 @@ def _fail(target, profile, what: str, problems: list[str], repro: str):
 
 
 def _case(op, shape, dtype, seed=0, device="cpu") -> hh.Case:
-    x = hh.make_values(shape, dtype, "normal", seed, device)
-    args, kwargs = op.make_args(x, torch.Generator().manual_seed(seed + 1))
-    return hh.Case(shape, dtype, "normal", seed, "contiguous", args, kwargs)
+    return hh.build_case(op, dtype, shape, "normal", seed, "contiguous", device)
 
 
 @pytest.mark.cts_modes("device", "interpreter")

@@ -128,7 +128,7 @@ def test_each_workers_memory_budget_is_its_own_devices_share(monkeypatch):
     fake = node([H100, H100], memory=[(70 * GiB, 80 * GiB), (10 * GiB, 20 * GiB)])
     monkeypatch.setattr(devices, "_torch", lambda torch_module=None, load=True: fake)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
-    big = 1 << 30  # 48 GiB as float32 with its temporaries
+    big = 1 << 30  # 56 GiB as float32 with its temporaries
     # gw0 and gw2 share device 0 (80 GiB), gw1 has device 1 (20 GiB) alone
     for k, on, share in ((0, 2, 32.0), (1, 1, 16.0), (2, 2, 32.0)):
         monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{k}")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from suites import runner
-from suites.strategies import make_values
+from suites.strategies import beside, make_values
 from triton_cts import CHECKOUT
 from triton_cts.execution import devices
 from triton_cts.execution.modes import Mode
@@ -59,6 +59,29 @@ def test_float64_functions_stay_on_their_inputs_device(op):
             if "cannot be called on meta tensors" in str(exc):
                 continue
             pytest.fail(f"{op.name}.{name} on meta inputs: {exc}")
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_arguments_of_a_case_on_the_device_are_made_there(op):
+    """Device mode's boundary cases draw their millions of elements on the device
+    (strategies.build_case): make_args on an input there keeps what it computes from the
+    input there and draws its large tensors there (OpSpec.randn); a small CPU-made tensor
+    is moved beside the input. The meta device stands in for the accelerator, as above."""
+    shape = (2, 3, 40, 16)[4 - max(op.min_ndim, 2):]
+    dtype = torch.float32 if torch.float32 in op.dtypes else op.dtypes[0]
+    x = make_values(shape, dtype, "normal", 1).to("meta")
+    try:
+        args, kwargs = op.make_args(x, torch.Generator().manual_seed(2))
+    except RuntimeError as exc:
+        if "cannot be called on meta tensors" in str(exc):
+            pytest.skip(f"{op.name}.make_args reads values (.item()), which meta tensors lack")
+        pytest.fail(f"{op.name}.make_args on an input on the meta device: {exc}")
+    made = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    large = [v.device.type for v in made if v.numel() >= x.numel()]
+    assert set(large) <= {"meta"}, f"{op.name}: an input-sized tensor made on the CPU"
+    moved = beside(args, x.device), {k: beside(v, x.device) for k, v in kwargs.items()}
+    assert {v.device.type for v in (*moved[0], *moved[1].values())
+            if isinstance(v, torch.Tensor)} == {"meta"}
 
 
 def test_a_cpu_made_tensor_is_caught():

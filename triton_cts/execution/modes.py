@@ -153,7 +153,8 @@ class InputRules:
 def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dict | None = None,
             takes_profile: bool = True, *, inputs: InputRules | None = None,
             side_stream: bool = False) -> Any:
-    """Run an implementation (already loaded for ``mode``) on CPU ``args``.
+    """Run an implementation (already loaded for ``mode``) on ``args``: CPU tensors, or in
+    device mode tensors on the CPU or the device, copied for the call either way.
 
     Returns the outputs on the CPU for device and interpreter modes, and the list of
     captured :class:`~triton_cts.execution.launches.Launch` records for compile mode.
@@ -169,7 +170,7 @@ def execute(fn: Callable, mode: Mode, profile: Profile, args: tuple, kwargs: dic
         where = device()
         dev_args = tuple(copy_with_layout(a, where) if isinstance(a, torch.Tensor) else a
                          for a in args)
-        # the CPU originals never reach the implementation: they are the copies to compare
+        # the originals never reach the implementation: they are the copies to compare
         watched = _watch(inputs, dev_args, kwargs or {}, originals=args)
         if side_stream:
             out = _call_on_side_stream(fn, dev_args, call_kwargs,

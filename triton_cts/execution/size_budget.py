@@ -114,10 +114,13 @@ def boundary_shapes(op, profile, dtype: torch.dtype) -> dict[str, tuple[int, ...
     return out
 
 
-#: Bytes of device memory one element of a boundary case may take beyond 4 copies in its
-#: own dtype (the input and its copy, the output and its guard): the float64 reference,
-#: the upcast input and the comparison's float64 temporaries.
+#: Bytes of device memory one element of a boundary case may take beyond
+#: :data:`OWN_DTYPE_COPIES` copies in its own dtype: the float64 reference, the upcast input
+#: and the comparison's float64 temporaries.
 BYTES_PER_ELEMENT = 32
+#: The case's input and the call's copy of it, each twice as large in the strided layout
+#: (every other element of a wider buffer), the output and its guard.
+OWN_DTYPE_COPIES = 6
 
 
 def device_memory_problem(numel: int, dtype: torch.dtype) -> str | None:
@@ -129,7 +132,7 @@ def device_memory_problem(numel: int, dtype: torch.dtype) -> str | None:
     total = devices.total_memory()  # the current device, the worker's own: any backend
     workers = device_set.workers_on_this_device()
     share = int(0.8 * total / workers)
-    need = numel * (BYTES_PER_ELEMENT + 4 * dtype.itemsize)
+    need = numel * (BYTES_PER_ELEMENT + OWN_DTYPE_COPIES * dtype.itemsize)
     if need > share:
         assignment = device_set.current()
         on = f" of device {assignment.index}" if assignment and assignment.index is not None \

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 #: The largest head dim the kernels take: FlashAttention-2's limit (its tiles of BLOCK x
@@ -68,10 +68,7 @@ def _kv(x: torch.Tensor, gen, h_kv: int, sk: int):
     """k and v: the two halves of one packed (B, Sk, 2, H_kv, D) tensor, made in float64
     and rounded to x's dtype (on a meta x, for compile-mode captures, meta tensors)."""
     shape = (x.shape[0], sk, 2, h_kv, x.shape[-1])
-    if x.device.type == "meta":
-        kv = torch.empty(shape, dtype=x.dtype, device="meta")
-    else:
-        kv = torch.randn(shape, generator=gen, dtype=torch.float64).to(x.dtype)
+    kv = randn(shape, gen, x.dtype, x.device, drawn_in=torch.float64)
     return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
 
 
@@ -93,10 +90,7 @@ def _make_backward_args(x: torch.Tensor, gen: torch.Generator):
     if x.device.type != "meta":
         x.masked_fill_(~torch.isfinite(x), 0.0)
     (q, k, v), kwargs = _make_args(x, gen)
-    if x.device.type == "meta":
-        do = torch.empty(q.shape, dtype=q.dtype, device="meta")
-    else:
-        do = torch.randn(q.shape, generator=gen, dtype=torch.float64).to(q.dtype)
+    do = randn(q.shape, gen, q.dtype, q.device, drawn_in=torch.float64)
     return (q, k, v, do), kwargs
 
 

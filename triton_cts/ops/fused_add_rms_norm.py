@@ -21,7 +21,7 @@ import torch
 
 from triton_cts.ops.layer_norm import (BACKWARD_TOLERANCES, FLOATS, RMS_NORM_EPS,
                                        _rms_norm_ref, _stat_dtype, rms_norm_backward_ambiguity)
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 
 def reference(x, residual, weight, eps=RMS_NORM_EPS):
@@ -42,18 +42,17 @@ def backward_ambiguity(dy, dh_out, h, weight, rstd):
     return rms_norm_backward_ambiguity(dy, h, weight, rstd)
 
 
-def _randn(shape, gen, dtype):
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+def _randn(shape, gen, like):
+    return randn(shape, gen, like.dtype, like.device, drawn_in=torch.float64)
 
 
 def make_args(x, gen):
-    return ((x, _randn(x.shape, gen, x.dtype), _randn(x.shape[-1:], gen, x.dtype)),
-            {"eps": RMS_NORM_EPS})
+    return ((x, _randn(x.shape, gen, x), _randn(x.shape[-1:], gen, x)), {"eps": RMS_NORM_EPS})
 
 
 def make_backward_args(x, gen):
-    weight = _randn(x.shape[-1:], gen, x.dtype)
-    dy, dh_out = _randn(x.shape, gen, x.dtype), _randn(x.shape, gen, x.dtype)
+    weight = _randn(x.shape[-1:], gen, x)
+    dy, dh_out = _randn(x.shape, gen, x), _randn(x.shape, gen, x)
     _, rstd = _rms_norm_ref(x.double(), weight.double(), RMS_NORM_EPS)
     return (dy, dh_out, x, weight, rstd.to(_stat_dtype(x))), {}
 

@@ -1,7 +1,7 @@
 """GELU (tanh approximation)."""
 import torch
 
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # last: a size 16 does not divide, so the kernels' tail (TAIL) compiles too
@@ -39,7 +39,8 @@ GELU_BACKWARD = OpSpec(
     reference=reference_backward,
     reference_kernel="kernels.gelu:gelu_backward",
     dtypes=FLOATS,
-    make_args=lambda x, gen: ((torch.randn(x.shape, generator=gen).to(x.dtype), x), {}),
+    make_args=lambda x, gen: ((randn(x.shape, gen, x.dtype, x.device, drawn_in=torch.float32),
+                               x), {}),
     min_ndim=0,
     max_ndim=4,
     compile_shapes=COMPILE_SHAPES,

@@ -14,7 +14,7 @@ a(1 - s)) grows, but its absolute error stays a few ulp of 1, far below atol (1e
 import torch
 import torch.nn.functional as F
 
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -37,7 +37,7 @@ def _backward_ref(forward):
 
 
 def _randn_like(x, gen):
-    return torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
+    return randn(x.shape, gen, x.dtype, x.device, drawn_in=torch.float64)
 
 
 def _forward_args(x, gen):

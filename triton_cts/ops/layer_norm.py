@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from triton_cts.ops import error_models
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 LAYER_NORM_EPS = 1e-5
@@ -38,7 +38,7 @@ def _stat_dtype(x: torch.Tensor) -> torch.dtype:
 
 def _randn_like_row(x, gen):
     """A [N] vector (weight, bias) for x's rows."""
-    return torch.randn(x.shape[-1], generator=gen, dtype=x.dtype)
+    return randn(x.shape[-1], gen, x.dtype, x.device)
 
 
 # ---- layer_norm ---------------------------------------------------------------------
@@ -129,7 +129,7 @@ def rms_norm_backward_ambiguity(dy, x, weight, rstd):
 
 def layer_norm_backward_args(x, gen):
     weight, bias = _randn_like_row(x, gen), _randn_like_row(x, gen)
-    dy = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    dy = randn(x.shape, gen, x.dtype, x.device)
     _, mean, rstd = _layer_norm_ref(x.double(), weight.double(), bias.double(), LAYER_NORM_EPS)
     stat = _stat_dtype(x)
     return (dy, x, weight, bias, mean.to(stat), rstd.to(stat)), {}
@@ -195,7 +195,7 @@ def rms_norm_backward_reference(dy, x, weight, rstd):
 
 def rms_norm_backward_args(x, gen):
     weight = _randn_like_row(x, gen)
-    dy = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    dy = randn(x.shape, gen, x.dtype, x.device)
     _, rstd = _rms_norm_ref(x.double(), weight.double(), RMS_NORM_EPS)
     return (dy, x, weight, rstd.to(_stat_dtype(x))), {}
 
@@ -297,9 +297,9 @@ def layer_norm_residual_dropout_reference(x, weight, bias, residual, rowscale,
 
 def layer_norm_residual_dropout_args(x, gen):
     weight, bias = _randn_like_row(x, gen), _randn_like_row(x, gen)
-    residual = torch.randn(x.shape, generator=gen, dtype=x.dtype)
+    residual = randn(x.shape, gen, x.dtype, x.device)
     # powers of two (0.5, 1, 2) and dropout_p = 0.5: exact scalings (see the reference)
-    rowscale = torch.pow(2.0, torch.randint(-1, 2, x.shape[:-1], generator=gen)).to(x.dtype)
+    rowscale = torch.pow(2.0, torch.randint(-1, 2, x.shape[:-1], generator=gen)).to(x)
     seed = int(torch.randint(0, 2**31 - 1, (), generator=gen))
     return ((x, weight, bias, residual, rowscale),
             {"eps": LAYER_NORM_EPS, "dropout_p": 0.5, "seed": seed})

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -13,7 +13,7 @@ def _make_args(a: torch.Tensor, gen: torch.Generator):
     1/sqrt(K), so every entry of C has about unit variance whatever K is."""
     K = a.shape[-1]
     n = int(torch.randint(1, 70, (1,), generator=gen))
-    b = torch.randn(K, n, generator=gen, dtype=a.dtype) * (1.0 / math.sqrt(max(K, 1)))
+    b = randn((K, n), gen, a.dtype, a.device) * (1.0 / math.sqrt(max(K, 1)))
     return (a, b), {}
 
 

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MAX_DTYPES = FLOATS + (torch.int32, torch.int64)
@@ -65,7 +65,7 @@ def _factors(x: torch.Tensor, gen: torch.Generator, dim: int | None) -> torch.Te
     else:
         n = z.shape[dim]
         mean = finite.sum(dim, keepdim=True) / n
-        level = torch.randn(mean.shape, generator=gen, dtype=torch.float64)
+        level = randn(mean.shape, gen, torch.float64, mean.device)
     scale = min(0.25, 10.0 / math.sqrt(n))
     y = torch.exp(scale * (z - mean) + level / n)
     return y.reshape(x.shape).to(x.dtype)

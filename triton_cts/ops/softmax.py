@@ -2,7 +2,7 @@
 import torch
 
 from triton_cts.ops import error_models
-from triton_cts.ops.spec import OpSpec
+from triton_cts.ops.spec import OpSpec, randn
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -55,7 +55,7 @@ def _backward_conditioning(dy: torch.Tensor, y: torch.Tensor, *, dtype):
 def _backward_args(x: torch.Tensor, gen: torch.Generator):
     """(dy, y): y the softmax of x, computed in float64 and rounded to x's dtype."""
     y = torch.softmax(x.double(), dim=-1).to(x.dtype)
-    dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(x.dtype)
+    dy = randn(x.shape, gen, x.dtype, x.device, drawn_in=torch.float64)
     return (dy, y), {}
 
 

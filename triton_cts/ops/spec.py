@@ -13,11 +13,33 @@ from typing import Callable, Mapping
 import torch
 
 
+def randn(shape, gen: torch.Generator, dtype: torch.dtype, device,
+          drawn_in: torch.dtype | None = None) -> torch.Tensor:
+    """Standard normal values of ``shape``, drawn in ``drawn_in`` (default ``dtype``) and
+    rounded to ``dtype``, on ``device`` (pass ``x.device``): from ``gen`` itself on the
+    CPU; on an accelerator from a generator there seeded from ``gen``, since a worker's one
+    CPU thread takes about a second per 64M values. The values depend on where they are
+    drawn, as the drawn input's do (``suites/strategies.py::make_values``)."""
+    drawn_in = drawn_in or dtype
+    device = torch.device(device)
+    if device.type == "cpu":
+        return torch.randn(shape, generator=gen, dtype=drawn_in).to(dtype)
+    if device.type == "meta":
+        return torch.empty(shape, dtype=dtype, device=device)
+    seed = int(torch.randint(0, 2**62, (), generator=gen))
+    local = torch.Generator(device).manual_seed(seed)
+    return torch.randn(shape, generator=local, dtype=drawn_in, device=device).to(dtype)
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """Metadata of one op. ``make_args(x, generator)`` builds the call's positional
-    arguments and keyword options from the drawn input ``x``; ``reference`` takes the same
-    arguments upcast to float64 and returns the expected output(s)."""
+    arguments and keyword options from the drawn input ``x`` and a CPU generator; ``x`` is
+    on the accelerator for device mode's boundary cases (millions of elements), so tensors
+    made from ``x`` stay on its device and large extra ones are drawn there
+    (:func:`randn`); small ones made on the CPU are moved beside ``x`` after the call.
+    ``reference`` takes the same arguments upcast to float64 and returns the expected
+    output(s)."""
 
     name: str
     description: str
