@@ -17,9 +17,10 @@ def randn(shape, gen: torch.Generator, dtype: torch.dtype, device,
           drawn_in: torch.dtype | None = None) -> torch.Tensor:
     """Standard normal values of ``shape``, drawn in ``drawn_in`` (default ``dtype``) and
     rounded to ``dtype``, on ``device`` (pass ``x.device``): from ``gen`` itself on the
-    CPU; on an accelerator from a generator there seeded from ``gen``, since a worker's one
-    CPU thread takes about a second per 64M values. The values depend on where they are
-    drawn, as the drawn input's do (``suites/strategies.py::make_values``)."""
+    CPU; on an accelerator from a generator there seeded from ``gen``, so that the millions
+    of values of a boundary case are not drawn by a worker's one CPU thread. The values
+    depend on where they are drawn, as the drawn input's do
+    (``suites/strategies.py::make_values``)."""
     drawn_in = drawn_in or dtype
     device = torch.device(device)
     if device.type == "cpu":
